@@ -1,0 +1,110 @@
+import type * as z from 'zod';
+import type { ApiMethod, ApiRequest, ApiResponse } from './api.js';
+import { decodeJson, encodeJson } from './codec.js';
+import { ErrorEnvelope, isParleyError, ParleyError } from './errors.js';
+import { headerNames } from './headers.js';
+
+/** The part of a NATS reply Parley reads. */
+export interface ReplyMsg {
+  data: Uint8Array;
+  headers?: { get(key: string): string } | undefined;
+}
+
+/** What {@link request} needs of a NATS connection (structurally, so contracts need no NATS client). */
+export interface Requester {
+  request(
+    subject: string,
+    payload?: Uint8Array,
+    opts?: { timeout: number; headers?: never },
+  ): Promise<ReplyMsg>;
+}
+
+/** Options of {@link request}. */
+export interface RequestOptions {
+  /** Milliseconds to wait for the reply. @default 5000 */
+  timeout?: number;
+  /** NATS headers to send (e.g. traceparent), as created by the NATS client's `headers()`. */
+  headers?: unknown;
+  /** Largest reply accepted, in bytes. @default 8 MiB */
+  maxReplyBytes?: number;
+}
+
+/**
+ * Decodes a reply: an error reply (the `Parley-Error` header) becomes a thrown {@link ParleyError},
+ * anything else is validated with `schema`.
+ */
+export function decodeReply<S extends z.ZodType>(schema: S, msg: ReplyMsg, what = 'reply'): z.output<S> {
+  const code = msg.headers?.get(headerNames.error);
+  if (code) {
+    let envelope: ErrorEnvelope;
+    try {
+      envelope = decodeJson(ErrorEnvelope, msg.data, { what: 'error reply' });
+    } catch {
+      envelope = {
+        error: {
+          code: isParleyError({ code }) ? (code as ErrorEnvelope['error']['code']) : 'INTERNAL',
+          message: code,
+        },
+      };
+    }
+    throw ParleyError.fromEnvelope(envelope);
+  }
+  return decodeJson(schema, msg.data, { what, maxBytes: 8 * 1024 * 1024 });
+}
+
+/**
+ * Turns what a NATS request can throw into a {@link ParleyError}: no responders → `UNAVAILABLE`
+ * (the service is not running), timeout → `DEADLINE_EXCEEDED`, permissions → `PERMISSION_DENIED`.
+ */
+export function requestFailure(err: unknown, subject: string): ParleyError {
+  if (isParleyError(err)) return err;
+  const names: string[] = [];
+  for (let e: unknown = err; e && typeof e === 'object' && names.length < 4; e = (e as Error).cause) {
+    names.push((e as Error).name);
+    if ((e as { isNoResponders?: () => boolean }).isNoResponders?.()) names.push('NoRespondersError');
+  }
+  if (names.includes('NoRespondersError')) {
+    return new ParleyError('UNAVAILABLE', `nothing is serving ${subject}: is the service running?`, {
+      cause: err,
+      retryAfterMs: 1000,
+    });
+  }
+  if (names.includes('TimeoutError')) {
+    return new ParleyError('DEADLINE_EXCEEDED', `no reply on ${subject} in time`, { cause: err });
+  }
+  if (names.includes('PermissionViolationError')) {
+    return new ParleyError('PERMISSION_DENIED', `the NATS server refused: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  if (names.some((n) => /Closed|Draining|Connection/.test(n))) {
+    return new ParleyError('UNAVAILABLE', `NATS connection unavailable: ${(err as Error).message}`, {
+      cause: err,
+      retryAfterMs: 1000,
+    });
+  }
+  return new ParleyError('INTERNAL', `request on ${subject} failed: ${(err as Error)?.message ?? err}`, {
+    cause: err,
+  });
+}
+
+/** Calls an API method as `callerId` and returns its validated response, or throws a {@link ParleyError}. */
+export async function request<M extends ApiMethod>(
+  nc: Requester,
+  callerId: string,
+  method: M,
+  body: ApiRequest<M>,
+  options: RequestOptions = {},
+): Promise<ApiResponse<M>> {
+  const subject = method.subject(callerId);
+  let reply: ReplyMsg;
+  try {
+    reply = await nc.request(subject, encodeJson(body), {
+      timeout: options.timeout ?? 5000,
+      ...(options.headers ? { headers: options.headers as never } : {}),
+    });
+  } catch (err) {
+    throw requestFailure(err, subject);
+  }
+  return decodeReply(method.response, reply, `${method.service}.${method.method} reply`) as ApiResponse<M>;
+}

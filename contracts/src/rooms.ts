@@ -1,0 +1,251 @@
+import * as z from 'zod';
+import { defineApi } from './api.js';
+import { ParticipantId, PrincipalId, RoomId } from './ids.js';
+import { limits } from './limits.js';
+import { RoomMessage } from './messages.js';
+import { named } from './registry-of-schemas.js';
+
+/** A member's role: owners manage the room, members talk, observers only read. */
+export const MemberRole = named('MemberRole', z.enum(['owner', 'member', 'observer']));
+export type MemberRole = z.infer<typeof MemberRole>;
+
+/** What a member receives: every message, or only those that mention it. */
+export const DeliveryFilter = named(
+  'DeliveryFilter',
+  z.enum(['all', 'mentions']).describe('mentions = only messages that @mention the member'),
+);
+export type DeliveryFilter = z.infer<typeof DeliveryFilter>;
+
+/** Room policy. */
+export const RoomPolicy = named(
+  'RoomPolicy',
+  z
+    .object({
+      whoMayInvite: z.enum(['owner', 'members']).default('members'),
+      onContactRevoked: z
+        .enum(['stay', 'remove'])
+        .default('stay')
+        .describe('What happens to a member whose contact with the inviter is revoked.'),
+    })
+    .describe('How the room is run.'),
+);
+export type RoomPolicy = z.infer<typeof RoomPolicy>;
+
+/** A member of a room. */
+export const RoomMember = named(
+  'RoomMember',
+  z.object({
+    id: ParticipantId,
+    role: MemberRole,
+    delivery: DeliveryFilter,
+    joinedSeq: z.int().min(1).describe('Room sequence of the membership event that added it.'),
+    joinedAt: z.iso.datetime(),
+    invitedBy: PrincipalId.optional(),
+    mark: z.string().max(200).optional().describe('e.g. "contact revoked"'),
+  }),
+);
+export type RoomMember = z.infer<typeof RoomMember>;
+
+/** A room as the API returns it. */
+export const Room = named(
+  'Room',
+  z.object({
+    id: RoomId,
+    title: z.string(),
+    owner: ParticipantId,
+    direct: z.boolean().describe('A direct room between two participants.'),
+    policy: RoomPolicy,
+    closed: z.boolean(),
+    paused: z.boolean().describe('Paused for agents (runaway detector or an admin).'),
+    createdAt: z.iso.datetime(),
+    members: z.array(RoomMember),
+    lastSeq: z.int().min(0).describe('Room sequence of the latest membership or room change.'),
+  }),
+);
+export type Room = z.infer<typeof Room>;
+
+/** The data part of a `membership` message in the room log. */
+export const MembershipChange = named(
+  'MembershipChange',
+  z
+    .object({
+      change: z.enum(['joined', 'left', 'removed', 'updated']),
+      member: ParticipantId,
+      role: MemberRole,
+      delivery: DeliveryFilter,
+      by: PrincipalId,
+      mark: z.string().max(200).optional(),
+    })
+    .describe('Data part of a membership message: who joined, left, was removed or changed.'),
+);
+export type MembershipChange = z.infer<typeof MembershipChange>;
+
+/** The data part of a `room` message in the room log. */
+export const RoomChange = named(
+  'RoomChange',
+  z
+    .object({
+      change: z.enum(['created', 'closed', 'paused', 'resumed', 'updated']),
+      by: PrincipalId,
+      title: z.string().optional(),
+      reason: z.string().max(500).optional(),
+    })
+    .describe('Data part of a room message: the room was created, closed, paused or resumed.'),
+);
+export type RoomChange = z.infer<typeof RoomChange>;
+
+/** A fresh `{ room }` object: each named request needs its own schema instance. */
+const RoomRef = () => z.object({ room: RoomId });
+const Title = z.string().trim().min(1).max(200);
+
+/** `rooms.create` */
+export const CreateRoom = named(
+  'CreateRoomRequest',
+  z.object({
+    title: Title,
+    members: z.array(ParticipantId).max(100).default([]).describe('Invited at creation.'),
+    direct: z.boolean().default(false),
+    policy: RoomPolicy.optional(),
+  }),
+);
+
+/** An entry of a room listing. */
+export const RoomSummary = named(
+  'RoomSummary',
+  z.object({
+    id: RoomId,
+    title: z.string(),
+    owner: ParticipantId,
+    role: MemberRole,
+    direct: z.boolean(),
+    closed: z.boolean(),
+    memberCount: z.int().min(0),
+    createdAt: z.iso.datetime(),
+  }),
+);
+
+/** A page of a listing. */
+const Cursor = z.string().max(200).describe('Opaque; pass it back to get the next page.');
+
+/** One entry of room history. */
+export const HistoryEntry = named('HistoryEntry', z.object({ seq: z.int().min(1), message: RoomMessage }));
+export type HistoryEntry = z.infer<typeof HistoryEntry>;
+
+/** The rooms service's API. */
+export const roomsApi = {
+  create: defineApi({
+    service: 'rooms',
+    method: 'create',
+    summary: 'Create a room owned by the caller, optionally inviting members.',
+    access: 'participant',
+    request: CreateRoom,
+    response: Room,
+  }),
+  get: defineApi({
+    service: 'rooms',
+    method: 'get',
+    summary: 'A room with its members (members only).',
+    access: 'participant',
+    request: named('GetRoomRequest', RoomRef()),
+    response: Room,
+  }),
+  list: defineApi({
+    service: 'rooms',
+    method: 'list',
+    summary: 'The rooms the caller is a member of.',
+    access: 'participant',
+    request: named(
+      'ListRoomsRequest',
+      z.object({
+        includeClosed: z.boolean().default(false),
+        limit: z.int().min(1).max(limits.maxPageSize).default(50),
+        cursor: Cursor.optional(),
+      }),
+    ),
+    response: named('ListRoomsResponse', z.object({ rooms: z.array(RoomSummary), next: Cursor.optional() })),
+  }),
+  invite: defineApi({
+    service: 'rooms',
+    method: 'invite',
+    summary: 'Add a participant to a room (consent is required across owners).',
+    access: 'participant',
+    request: named(
+      'InviteRequest',
+      RoomRef().extend({
+        participant: ParticipantId,
+        role: MemberRole.exclude(['owner']).default('member'),
+        delivery: DeliveryFilter.default('all'),
+      }),
+    ),
+    response: RoomMember,
+  }),
+  join: defineApi({
+    service: 'rooms',
+    method: 'join',
+    summary: 'Join a room the caller owns the invitation to (re-join after leaving).',
+    access: 'participant',
+    request: named('JoinRequest', RoomRef()),
+    response: RoomMember,
+  }),
+  leave: defineApi({
+    service: 'rooms',
+    method: 'leave',
+    summary: 'Leave a room.',
+    access: 'participant',
+    request: named('LeaveRequest', RoomRef()),
+    response: named('LeaveResponse', z.object({ room: RoomId, seq: z.int().min(1) })),
+  }),
+  remove: defineApi({
+    service: 'rooms',
+    method: 'remove',
+    summary: 'Remove a member (room owner only).',
+    access: 'participant',
+    request: named('RemoveMemberRequest', RoomRef().extend({ participant: ParticipantId })),
+    response: named('RemoveMemberResponse', z.object({ room: RoomId, seq: z.int().min(1) })),
+  }),
+  setMember: defineApi({
+    service: 'rooms',
+    method: 'setMember',
+    summary: 'Change a member’s role (owner only) or delivery filter (the member itself or the owner).',
+    access: 'participant',
+    request: named(
+      'SetMemberRequest',
+      RoomRef().extend({
+        participant: ParticipantId,
+        role: MemberRole.exclude(['owner']).optional(),
+        delivery: DeliveryFilter.optional(),
+      }),
+    ),
+    response: RoomMember,
+  }),
+  close: defineApi({
+    service: 'rooms',
+    method: 'close',
+    summary: 'Close a room: no more messages or invites; history stays.',
+    access: 'participant',
+    request: named('CloseRoomRequest', RoomRef()),
+    response: Room,
+  }),
+  history: defineApi({
+    service: 'rooms',
+    method: 'history',
+    summary: 'A page of a room’s log (members only), newest or oldest first.',
+    access: 'participant',
+    request: named(
+      'HistoryRequest',
+      RoomRef().extend({
+        order: z.enum(['newest', 'oldest']).default('newest'),
+        before: z.int().min(1).optional().describe('Only entries with seq < before.'),
+        after: z.int().min(0).optional().describe('Only entries with seq > after.'),
+        limit: z.int().min(1).max(limits.maxPageSize).default(50),
+      }),
+    ),
+    response: named(
+      'HistoryResponse',
+      z.object({
+        entries: z.array(HistoryEntry),
+        more: z.boolean().describe('True when more entries exist in the same direction.'),
+      }),
+    ),
+  }),
+} as const;

@@ -1,0 +1,259 @@
+import { subjects } from './subjects.js';
+
+/** Stream names. */
+export const streams = {
+  rooms: 'PARLEY_ROOMS',
+  inbox: 'PARLEY_INBOX',
+  events: 'PARLEY_EVENTS',
+  audit: 'PARLEY_AUDIT',
+  dlq: 'PARLEY_DLQ',
+} as const;
+
+/** KV bucket names. */
+export const buckets = {
+  agents: 'parley_agents',
+  presence: 'parley_presence',
+  contacts: 'parley_contacts',
+  rooms: 'parley_rooms',
+  policy: 'parley_policy',
+  usage: 'parley_usage',
+  bindings: 'parley_bindings',
+  leases: 'parley_leases',
+  tasks: 'parley_tasks',
+} as const;
+
+/** Object store bucket for large artifacts referenced from file parts. */
+export const objectStores = { artifacts: 'parley_artifacts' } as const;
+
+/** Sizing and durability settings of the backbone; every value has a default. */
+export interface BackboneOptions {
+  /** Replicas of streams and KV buckets (1 on a single server, 3 on a cluster). @default 1 */
+  replicas?: number;
+  /** Replicas of each participant's inbox consumer (R1 by default even on R3 streams). @default 1 */
+  inboxConsumerReplicas?: number;
+  /** Fan-out partitions of the room log. Fixed for the life of a deployment. @default 16 */
+  partitions?: number;
+  /** How long room history is kept. @default 90 days */
+  roomsMaxAgeMs?: number;
+  /** How long an undelivered inbox entry is kept. @default 14 days */
+  inboxMaxAgeMs?: number;
+  /** Most entries kept per (participant, room) inbox subject. @default 10000 */
+  inboxMaxMsgsPerSubject?: number;
+  /**
+   * How long a delivery may stay unacknowledged before it is redelivered (the SDK extends it while a
+   * handler runs). Also how long a restarted agent waits for the deliveries its crashed predecessor
+   * held. @default 30 s
+   */
+  inboxAckWaitMs?: number;
+  /** How long control-plane events are kept. @default 30 days */
+  eventsMaxAgeMs?: number;
+  /** How long dead letters are kept. @default 30 days */
+  dlqMaxAgeMs?: number;
+  /** TTL of presence entries: an agent that stops heartbeating turns offline after it. @default 30 s */
+  presenceTtlMs?: number;
+  /** TTL of fan-out leases: how long a dead owner holds a partition. @default 6 s */
+  leaseTtlMs?: number;
+  /** JetStream de-duplication window (client retries and fan-out re-runs). @default 2 minutes */
+  duplicateWindowMs?: number;
+}
+
+const DAY = 24 * 60 * 60 * 1000;
+
+/** The options with every default filled in. */
+export function backboneDefaults(o: BackboneOptions = {}): Required<BackboneOptions> {
+  return {
+    replicas: o.replicas ?? 1,
+    inboxConsumerReplicas: o.inboxConsumerReplicas ?? 1,
+    partitions: o.partitions ?? 16,
+    roomsMaxAgeMs: o.roomsMaxAgeMs ?? 90 * DAY,
+    inboxMaxAgeMs: o.inboxMaxAgeMs ?? 14 * DAY,
+    inboxMaxMsgsPerSubject: o.inboxMaxMsgsPerSubject ?? 10_000,
+    inboxAckWaitMs: o.inboxAckWaitMs ?? 30_000,
+    eventsMaxAgeMs: o.eventsMaxAgeMs ?? 30 * DAY,
+    dlqMaxAgeMs: o.dlqMaxAgeMs ?? 30 * DAY,
+    presenceTtlMs: o.presenceTtlMs ?? 30_000,
+    leaseTtlMs: o.leaseTtlMs ?? 6_000,
+    duplicateWindowMs: o.duplicateWindowMs ?? 120_000,
+  };
+}
+
+/** A stream, in JetStream's own vocabulary (durations in milliseconds). */
+export interface StreamDefinition {
+  name: string;
+  description: string;
+  subjects: string[];
+  retention: 'limits' | 'interest' | 'workqueue';
+  storage: 'file' | 'memory';
+  replicas: number;
+  maxAgeMs: number;
+  maxMsgsPerSubject?: number;
+  duplicateWindowMs: number;
+  denyDelete: boolean;
+  denyPurge: boolean;
+  allowDirect: boolean;
+  discard: 'old' | 'new';
+}
+
+/** A KV bucket. */
+export interface KvDefinition {
+  bucket: string;
+  description: string;
+  history: number;
+  /** Entries expire this long after their last write; 0 = never. */
+  ttlMs: number;
+  replicas: number;
+  maxValueSize: number;
+}
+
+/** Every stream Parley uses. */
+export function streamDefinitions(options: BackboneOptions = {}): StreamDefinition[] {
+  const o = backboneDefaults(options);
+  const base = {
+    storage: 'file' as const,
+    replicas: o.replicas,
+    duplicateWindowMs: o.duplicateWindowMs,
+    denyDelete: false,
+    denyPurge: false,
+    allowDirect: true,
+    discard: 'old' as const,
+    retention: 'limits' as const,
+  };
+  return [
+    {
+      ...base,
+      name: streams.rooms,
+      description: 'Room logs: the source of truth and the history of every room.',
+      subjects: ['parley.room.*.*'],
+      maxAgeMs: o.roomsMaxAgeMs,
+    },
+    {
+      ...base,
+      name: streams.inbox,
+      description:
+        'Per-participant delivery queues, one subject per (participant, room), each read by the participant’s durable consumer.',
+      subjects: ['parley.inbox.*.*'],
+      maxAgeMs: o.inboxMaxAgeMs,
+      maxMsgsPerSubject: o.inboxMaxMsgsPerSubject,
+    },
+    {
+      ...base,
+      name: streams.events,
+      description: 'Control-plane events: registry, membership, consent, policy, presence.',
+      subjects: ['parley.evt.>'],
+      maxAgeMs: o.eventsMaxAgeMs,
+    },
+    {
+      ...base,
+      name: streams.audit,
+      description: 'Audit records; deletion and purge are denied.',
+      subjects: ['parley.audit.>'],
+      maxAgeMs: 0,
+      denyDelete: true,
+      denyPurge: true,
+    },
+    {
+      ...base,
+      name: streams.dlq,
+      description: 'Dead letters: deliveries a participant failed to handle past max deliveries.',
+      subjects: ['parley.dlq.*'],
+      maxAgeMs: o.dlqMaxAgeMs,
+    },
+  ];
+}
+
+/** Every KV bucket Parley uses. */
+export function kvDefinitions(options: BackboneOptions = {}): KvDefinition[] {
+  const o = backboneDefaults(options);
+  const kv = (bucket: string, description: string, extra: Partial<KvDefinition> = {}) => ({
+    bucket,
+    description,
+    history: 1,
+    ttlMs: 0,
+    replicas: o.replicas,
+    maxValueSize: 256 * 1024,
+    ...extra,
+  });
+  return [
+    kv(buckets.agents, 'Orgs, humans and agents with their cards.', { history: 5 }),
+    kv(buckets.presence, 'Presence and work status; entries expire when heartbeats stop.', {
+      ttlMs: o.presenceTtlMs,
+    }),
+    kv(buckets.contacts, 'Contact requests, contacts and blocks.', { history: 5 }),
+    kv(buckets.rooms, 'Rooms and their membership (a view of the room logs).', { history: 5 }),
+    kv(buckets.policy, 'Suspensions, revocations, org policy, budgets; watched by every ingress.'),
+    kv(buckets.usage, 'Usage aggregates per agent, owner, org, room and day.'),
+    kv(buckets.bindings, 'Runtime bindings: an MCP session or a LangGraph thread to an agent.'),
+    kv(buckets.leases, 'Fan-out partition leases and their holders; entries expire.', {
+      ttlMs: o.leaseTtlMs,
+    }),
+    kv(buckets.tasks, 'Tasks and their states.', { history: 5 }),
+  ];
+}
+
+/** The durable consumer that is a participant's inbox. */
+export interface InboxConsumerDefinition {
+  stream: string;
+  durableName: string;
+  filterSubject: string;
+  replicas: number;
+  ackWaitMs: number;
+  maxDeliver: number;
+  maxAckPending: number;
+}
+
+/** Deliveries a participant may fail before the message goes to the DLQ. @default 5 */
+export const INBOX_MAX_DELIVER = 5;
+
+/** The inbox consumer of one participant. */
+export function inboxConsumer(participantId: string, options: BackboneOptions = {}): InboxConsumerDefinition {
+  const o = backboneDefaults(options);
+  return {
+    stream: streams.inbox,
+    durableName: participantId,
+    filterSubject: subjects.inboxAll(participantId),
+    replicas: o.inboxConsumerReplicas,
+    ackWaitMs: o.inboxAckWaitMs,
+    maxDeliver: INBOX_MAX_DELIVER,
+    maxAckPending: 1_000,
+  };
+}
+
+/** The NATS permissions of a participant's user: what DESIGN's "Names on NATS" specifies. */
+export function participantPermissions(participantId: string): {
+  pub: { allow: string[] };
+  sub: { allow: string[] };
+} {
+  return {
+    pub: {
+      allow: [
+        subjects.participantPrefix(participantId),
+        `$JS.API.CONSUMER.INFO.${streams.inbox}.${participantId}`,
+        `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${participantId}`,
+        `$JS.ACK.${streams.inbox}.${participantId}.>`,
+      ],
+    },
+    sub: { allow: [`${subjects.replyPrefix(participantId)}.>`] },
+  };
+}
+
+/**
+ * The same permissions as a signing-key template: `{{name()}}` is the user's name, which Parley sets
+ * to the participant id. On nats-server 2.9 a template must fill a whole subject token.
+ */
+export function participantPermissionTemplate(): {
+  pub: { allow: string[] };
+  sub: { allow: string[] };
+} {
+  const id = '{{name()}}';
+  return {
+    pub: {
+      allow: [
+        `parley.in.${id}.>`,
+        `$JS.API.CONSUMER.INFO.${streams.inbox}.${id}`,
+        `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${id}`,
+        `$JS.ACK.${streams.inbox}.${id}.>`,
+      ],
+    },
+    sub: { allow: [`_INBOX.${id}.>`] },
+  };
+}

@@ -1,0 +1,107 @@
+import { ParleyError } from './errors.js';
+
+/** A single NATS subject token Parley accepts: letters, digits, `_` and `-`. */
+const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** Throws `INVALID_ARGUMENT` unless `value` is a safe single subject token. */
+export function token(value: string, what = 'subject token'): string {
+  if (typeof value !== 'string' || !TOKEN.test(value)) {
+    throw new ParleyError('INVALID_ARGUMENT', `${what} is not a valid subject token: ${String(value)}`);
+  }
+  return value;
+}
+
+function tokens(value: string, what: string): string {
+  for (const t of value.split('.')) token(t, what);
+  return value;
+}
+
+/** The root of every Parley subject. */
+export const ROOT = 'parley';
+
+/** Verbs a participant may publish under its own `parley.in.<id>.` prefix. */
+export const verbs = { send: 'send', presence: 'presence', usage: 'usage', api: 'api' } as const;
+
+/**
+ * Subject builders. Each validates its tokens, so an id can never smuggle a `.`, `*` or `>` into a
+ * subject. Names follow "Names on NATS" in docs/architecture.md.
+ */
+export const subjects = {
+  /** `parley.in.<id>.send` — request/reply: append a message to a room. */
+  send: (participantId: string) => `${ROOT}.in.${token(participantId, 'participant id')}.send`,
+  /** `parley.in.<id>.presence` — heartbeat and work status. */
+  presence: (participantId: string) => `${ROOT}.in.${token(participantId, 'participant id')}.presence`,
+  /** `parley.in.<id>.usage` — usage report (model, tokens, cost). */
+  usage: (participantId: string) => `${ROOT}.in.${token(participantId, 'participant id')}.usage`,
+  /** `parley.in.<caller>.api.<service>.<method>` — a request to a service API. */
+  api: (callerId: string, service: string, method: string) =>
+    `${ROOT}.in.${token(callerId, 'caller id')}.api.${token(service, 'service')}.${token(method, 'method')}`,
+  /** What a service subscribes to for one of its API methods, from any caller. */
+  apiListen: (service: string, method: string) =>
+    `${ROOT}.in.*.api.${token(service, 'service')}.${token(method, 'method')}`,
+  /** What the ingress subscribes to for sends from any participant. */
+  sendListen: () => `${ROOT}.in.*.send`,
+  /** What the registry subscribes to for presence heartbeats. */
+  presenceListen: () => `${ROOT}.in.*.presence`,
+  /** What governance subscribes to for usage reports. */
+  usageListen: () => `${ROOT}.in.*.usage`,
+  /** Every subject a participant may publish on. */
+  participantPrefix: (participantId: string) => `${ROOT}.in.${token(participantId, 'participant id')}.>`,
+  /** `parley.room.<partition>.<roomId>` — the room log. */
+  room: (partition: number, roomId: string) =>
+    `${ROOT}.room.${partitionToken(partition)}.${token(roomId, 'room id')}`,
+  /** `parley.room.<partition>.>` — one fan-out partition. */
+  roomPartition: (partition: number) => `${ROOT}.room.${partitionToken(partition)}.>`,
+  /** `parley.inbox.<participantId>.<roomId>` — one participant's deliveries from one room. */
+  inbox: (participantId: string, roomId: string) =>
+    `${ROOT}.inbox.${token(participantId, 'participant id')}.${token(roomId, 'room id')}`,
+  /** `parley.inbox.<participantId>.>` — a participant's whole inbox (its consumer's filter). */
+  inboxAll: (participantId: string) => `${ROOT}.inbox.${token(participantId, 'participant id')}.>`,
+  /** `parley.evt.<domain>.<kind>` — a control-plane event. */
+  event: (domain: string, kind: string) =>
+    `${ROOT}.evt.${token(domain, 'event domain')}.${tokens(kind, 'event kind')}`,
+  /** `parley.audit.<domain>` — an audit record. */
+  audit: (domain: string) => `${ROOT}.audit.${token(domain, 'audit domain')}`,
+  /** `parley.dlq.<participantId>` — a dead letter for that participant. */
+  dlq: (participantId: string) => `${ROOT}.dlq.${token(participantId, 'participant id')}`,
+  /** `_INBOX.<id>` — the reply-subject prefix a participant's connection must use. */
+  replyPrefix: (principalId: string) => `_INBOX.${token(principalId, 'principal id')}`,
+} as const;
+
+function partitionToken(p: number): string {
+  if (!Number.isInteger(p) || p < 0 || p > 4095) {
+    throw new ParleyError('INVALID_ARGUMENT', `partition must be an integer 0..4095, got ${p}`);
+  }
+  return String(p);
+}
+
+/**
+ * The caller of a `parley.in.<id>.…` subject. The NATS server guarantees that only the holder of
+ * `<id>`'s credentials can publish there, so this is the authenticated caller.
+ */
+export function callerOf(subject: string): string {
+  const parts = subject.split('.');
+  if (parts.length < 4 || parts[0] !== ROOT || parts[1] !== 'in' || !parts[2]) {
+    throw new ParleyError('INVALID_ARGUMENT', `not a participant subject: ${subject}`);
+  }
+  return parts[2];
+}
+
+/** The room id of a `parley.room.<p>.<roomId>` or `parley.inbox.<pid>.<roomId>` subject. */
+export function roomOf(subject: string): string {
+  const i = subject.lastIndexOf('.');
+  return subject.slice(i + 1);
+}
+
+/**
+ * The fan-out partition of a room: FNV-1a (32 bit) of the room id's UTF-8 bytes, modulo the number
+ * of partitions. Bridges in other languages compute the same value.
+ */
+export function partitionOf(roomId: string, partitions: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < roomId.length; i++) {
+    h ^= roomId.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % partitions;
+}

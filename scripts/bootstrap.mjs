@@ -1,0 +1,168 @@
+// The bootstrap of `npm start` and `npm test`: brings a fresh machine (Node 20 and nothing else) to
+// where Parley runs. Plain Node with no dependencies, because it runs before anything is installed.
+//   1. pnpm (the version pinned in package.json's packageManager), installed with npm if missing;
+//   2. dependencies: pnpm install --frozen-lockfile;
+//   3. nats-server: NATS_SERVER_BIN, PATH, /usr/sbin …; else Debian's package with apt-get when
+//      this is a Debian/Ubuntu machine and we are root (or have password-less sudo); else a precise
+//      message saying what to install.
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const quiet = process.env.PARLEY_BOOTSTRAP_QUIET === '1';
+
+function say(line) {
+  if (!quiet) process.stderr.write(`[bootstrap] ${line}\n`);
+}
+
+export class BootstrapError extends Error {}
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root, ...opts });
+  if (r.error) throw new BootstrapError(`${cmd} ${args.join(' ')} failed: ${r.error.message}`);
+  return r.status ?? 1;
+}
+
+function capture(cmd, args) {
+  const r = spawnSync(cmd, args, { cwd: root, encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : undefined;
+}
+
+function isExecutable(path) {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function which(name, extraDirs = []) {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter).filter(Boolean), ...extraDirs];
+  for (const d of dirs) {
+    const p = join(d, name);
+    if (isExecutable(p)) return p;
+  }
+  return undefined;
+}
+
+function checkNode() {
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (major < 20 || (major === 20 && minor < 6)) {
+    throw new BootstrapError(`Node ${process.versions.node} is too old: Parley needs Node 20.6 or newer.`);
+  }
+}
+
+/** Returns the path of a pnpm of the pinned version, installing it when missing. */
+function ensurePnpm() {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  const wanted = String(pkg.packageManager ?? 'pnpm@10').split('@')[1];
+  const local = join(root, '.tools', 'node_modules', '.bin', 'pnpm');
+  for (const candidate of [which('pnpm'), isExecutable(local) ? local : undefined]) {
+    if (candidate && capture(candidate, ['--version']) === wanted) return candidate;
+  }
+  say(`installing pnpm ${wanted} with npm`);
+  if (run('npm', ['install', '--global', '--no-fund', '--no-audit', `pnpm@${wanted}`]) === 0) {
+    const global = which('pnpm');
+    if (global && capture(global, ['--version']) === wanted) return global;
+  }
+  // No permission for a global install: keep it inside the project.
+  say('global install not possible; installing pnpm into .tools/');
+  if (
+    run('npm', [
+      'install',
+      '--prefix',
+      join(root, '.tools'),
+      '--no-fund',
+      '--no-audit',
+      '--no-save',
+      `pnpm@${wanted}`,
+    ]) !== 0
+  ) {
+    throw new BootstrapError(
+      `could not install pnpm ${wanted} with npm; install it yourself: npm install -g pnpm@${wanted}`,
+    );
+  }
+  return local;
+}
+
+function installDependencies(pnpm) {
+  say('installing dependencies (pnpm install --frozen-lockfile)');
+  const status = run(pnpm, ['install', '--frozen-lockfile', '--prefer-offline', '--reporter=append-only'], {
+    env: { ...process.env, CI: 'true' },
+  });
+  if (status !== 0) throw new BootstrapError('pnpm install failed (see above)');
+}
+
+const NATS_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin', '/usr/bin'];
+
+export function findNatsServer() {
+  if (process.env.NATS_SERVER_BIN) {
+    if (isExecutable(process.env.NATS_SERVER_BIN)) return process.env.NATS_SERVER_BIN;
+    throw new BootstrapError(`NATS_SERVER_BIN=${process.env.NATS_SERVER_BIN} is not an executable file`);
+  }
+  return which('nats-server', NATS_DIRS);
+}
+
+function ensureNatsServer() {
+  const found = findNatsServer();
+  if (found) return found;
+  const isDebian = existsSync('/etc/debian_version') && which('apt-get', NATS_DIRS);
+  const isRoot = process.getuid?.() === 0;
+  const sudo =
+    !isRoot && which('sudo') && spawnSync('sudo', ['-n', 'true']).status === 0 ? ['sudo', '-n'] : undefined;
+  if (isDebian && (isRoot || sudo)) {
+    say("nats-server not found: installing Debian's nats-server package with apt-get");
+    const pre = sudo ?? [];
+    const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    const cmd = (args) =>
+      pre.length
+        ? run(pre[0], [...pre.slice(1), ...args], { env: aptEnv })
+        : run(args[0], args.slice(1), { env: aptEnv });
+    if (cmd(['apt-get', 'install', '-y', '-q', 'nats-server']) !== 0) {
+      if (
+        cmd(['apt-get', 'update', '-q']) !== 0 ||
+        cmd(['apt-get', 'install', '-y', '-q', 'nats-server']) !== 0
+      ) {
+        throw new BootstrapError('apt-get could not install nats-server (see above)');
+      }
+    }
+    const after = findNatsServer();
+    if (after) return after;
+  }
+  throw new BootstrapError(
+    [
+      'nats-server (2.9 or newer) is required and was not found.',
+      '  Debian/Ubuntu:  sudo apt-get install -y nats-server',
+      '  macOS:          brew install nats-server',
+      '  elsewhere:      https://github.com/nats-io/nats-server/releases (put it on PATH or set NATS_SERVER_BIN)',
+    ].join('\n'),
+  );
+}
+
+/** Runs every step; returns the pnpm and nats-server paths. */
+export function bootstrap() {
+  checkNode();
+  const pnpm = ensurePnpm();
+  installDependencies(pnpm);
+  const natsServer = ensureNatsServer();
+  say(`nats-server: ${natsServer} (${capture(natsServer, ['--version']) ?? 'unknown version'})`);
+  return { pnpm, natsServer };
+}
+
+/** Runs pnpm with arguments in the project root; exits the process on failure. */
+export function pnpmOrExit(pnpm, args, env = {}) {
+  const status = run(pnpm, args, { env: { ...process.env, ...env } });
+  if (status !== 0) process.exit(status);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  try {
+    bootstrap();
+  } catch (err) {
+    process.stderr.write(`\n${err instanceof BootstrapError ? err.message : err.stack}\n`);
+    process.exit(1);
+  }
+}

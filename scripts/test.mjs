@@ -1,0 +1,16 @@
+// npm test: the same bootstrap as npm start, then build, lint (format + types) and every test.
+import { BootstrapError, bootstrap, pnpmOrExit } from './bootstrap.mjs';
+
+const started = Date.now();
+let tools;
+try {
+  tools = bootstrap();
+} catch (err) {
+  process.stderr.write(`\n${err instanceof BootstrapError ? err.message : err.stack}\n`);
+  process.exit(1);
+}
+const env = { NATS_SERVER_BIN: tools.natsServer };
+pnpmOrExit(tools.pnpm, ['run', 'build'], env);
+pnpmOrExit(tools.pnpm, ['run', 'lint'], env);
+pnpmOrExit(tools.pnpm, ['run', 'test:run', ...process.argv.slice(2)], env);
+process.stderr.write(`npm test finished in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);

@@ -1,0 +1,75 @@
+import { readFile } from 'node:fs/promises';
+import { decode } from '@nats-io/jwt';
+import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
+import { ParleyError, subjects } from '@parley/contracts';
+
+/** Options of {@link connect}. */
+export interface ConnectOptions {
+  /** NATS server URL(s). @default nats://127.0.0.1:4222 */
+  servers?: string | string[];
+  /** A creds file path, or its contents (what `parley agent create --out` writes). */
+  creds: string | Uint8Array;
+  /** Connection name in server monitoring. @default parley-sdk:<id> */
+  name?: string;
+}
+
+/** The identity in a creds file: the participant (or service) id is the NATS user's name. */
+export interface CredsIdentity {
+  id: string;
+  userPublicKey: string;
+  raw: Uint8Array;
+}
+
+/** Reads a creds file (or its contents) and the identity inside it. */
+export async function readCreds(creds: string | Uint8Array): Promise<CredsIdentity> {
+  let raw: Uint8Array;
+  if (typeof creds !== 'string') raw = creds;
+  else if (creds.includes('BEGIN NATS USER JWT')) raw = new TextEncoder().encode(creds);
+  else {
+    try {
+      raw = new Uint8Array(await readFile(creds));
+    } catch (err) {
+      throw new ParleyError('INVALID_ARGUMENT', `cannot read creds file ${creds}: ${(err as Error).message}`);
+    }
+  }
+  const text = new TextDecoder().decode(raw);
+  const jwt = text.match(/-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END NATS USER JWT------/)?.[1];
+  if (!jwt) throw new ParleyError('INVALID_ARGUMENT', 'not a NATS creds file (no user JWT inside)');
+  const claims = decode(jwt);
+  if (!claims.name) throw new ParleyError('INVALID_ARGUMENT', 'the creds file names no participant');
+  return { id: claims.name, userPublicKey: claims.sub, raw };
+}
+
+/** Connects to NATS as the identity in the creds; the reply prefix is `_INBOX.<id>` as permissions require. */
+export async function connectWithCreds(
+  options: ConnectOptions,
+): Promise<{ nc: NatsConnection; identity: CredsIdentity }> {
+  const identity = await readCreds(options.creds);
+  try {
+    const nc = await natsConnect({
+      servers: options.servers ?? 'nats://127.0.0.1:4222',
+      name: options.name ?? `parley-sdk:${identity.id}`,
+      authenticator: credsAuthenticator(identity.raw),
+      inboxPrefix: subjects.replyPrefix(identity.id),
+      noAsyncTraces: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+    });
+    return { nc, identity };
+  } catch (err) {
+    const msg = (err as Error).message ?? String(err);
+    if (/authorization|authentication|revoked|expired/i.test(msg)) {
+      throw new ParleyError('UNAUTHENTICATED', `the server refused these credentials: ${msg}`, {
+        cause: err,
+      });
+    }
+    throw new ParleyError(
+      'UNAVAILABLE',
+      `cannot reach NATS at ${String(options.servers ?? 'nats://127.0.0.1:4222')}: ${msg}`,
+      {
+        cause: err,
+        retryAfterMs: 1000,
+      },
+    );
+  }
+}

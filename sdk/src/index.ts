@@ -1,0 +1,3 @@
+export { isParleyError, ParleyError } from '@parley/contracts';
+export * from './agent.js';
+export * from './connect.js';

@@ -1,0 +1,3 @@
+export * from './config.js';
+export * from './operator.js';
+export * from './service.js';

@@ -1,0 +1,185 @@
+/**
+ * Operator-mode NATS identity for a Parley deployment: the operator, the system account, the PARLEY
+ * account with its two signing keys, and the creds of services and participants.
+ *
+ * - The **service** signing key is unscoped: it signs the users of Parley's own services.
+ * - The **participant** signing key is scoped (`user_scope`) with the permission template of DESIGN's
+ *   "Names on NATS": a user it signs can only publish under `parley.in.<its name>.`, pull and ack its
+ *   own inbox consumer, and receive replies on `_INBOX.<its name>.`. Whoever holds only this key
+ *   cannot mint anything broader: the server applies the template, not the user JWT.
+ */
+import {
+  createAccount,
+  createOperator,
+  createUser,
+  decode,
+  encodeAccount,
+  encodeOperator,
+  encodeUser,
+  fmtCreds,
+  fromSeed,
+  newScopedSigner,
+} from '@nats-io/jwt';
+import { isServiceId, ParleyError, participantPermissionTemplate, serviceId } from '@parley/contracts';
+import * as z from 'zod';
+
+const dec = new TextDecoder();
+const enc = new TextEncoder();
+
+/** The role name of the participant signing key in the account JWT. */
+export const PARTICIPANT_ROLE = 'participant';
+
+/** The seeds that make up a deployment's NATS identity (keep them secret). */
+export const KeyMaterial = z.object({
+  version: z.literal(1),
+  operatorName: z.string(),
+  operatorSeed: z.string().startsWith('SO'),
+  systemAccountSeed: z.string().startsWith('SA'),
+  accountSeed: z.string().startsWith('SA'),
+  serviceSigningSeed: z.string().startsWith('SA'),
+  participantSigningSeed: z.string().startsWith('SA'),
+  /** Revoked user public keys → unix seconds; everything issued to them before is refused. */
+  revocations: z.record(z.string(), z.number()).default({}),
+});
+export type KeyMaterial = z.infer<typeof KeyMaterial>;
+
+/** Generates a new identity: operator, system account, PARLEY account and its signing keys. */
+export function createKeyMaterial(operatorName = 'parley'): KeyMaterial {
+  const seed = (kp: { getSeed(): Uint8Array }) => dec.decode(kp.getSeed());
+  return {
+    version: 1,
+    operatorName,
+    operatorSeed: seed(createOperator()),
+    systemAccountSeed: seed(createAccount()),
+    accountSeed: seed(createAccount()),
+    serviceSigningSeed: seed(createAccount()),
+    participantSigningSeed: seed(createAccount()),
+    revocations: {},
+  };
+}
+
+const kp = (seed: string) => fromSeed(enc.encode(seed));
+const pub = (seed: string) => kp(seed).getPublicKey();
+
+/** Public keys of the material. */
+export function publicKeys(m: KeyMaterial) {
+  return {
+    operator: pub(m.operatorSeed),
+    systemAccount: pub(m.systemAccountSeed),
+    account: pub(m.accountSeed),
+    serviceSigning: pub(m.serviceSigningSeed),
+    participantSigning: pub(m.participantSigningSeed),
+  };
+}
+
+/** The JWTs a nats-server in operator mode needs. */
+export interface ServerJwts {
+  operator: string;
+  systemAccount: string;
+  account: string;
+}
+
+/** Signs the operator and account JWTs (the account JWT carries the revocations). */
+export async function signServerJwts(m: KeyMaterial): Promise<ServerJwts> {
+  const op = kp(m.operatorSeed);
+  const keys = publicKeys(m);
+  const operator = await encodeOperator(m.operatorName, op, { system_account: keys.systemAccount });
+  const systemAccount = await encodeAccount('SYS', kp(m.systemAccountSeed), {}, { signer: op });
+  const account = await encodeAccount(
+    'PARLEY',
+    kp(m.accountSeed),
+    {
+      limits: {
+        subs: -1,
+        data: -1,
+        payload: -1,
+        imports: -1,
+        exports: -1,
+        wildcards: true,
+        conn: -1,
+        leaf: -1,
+        mem_storage: -1,
+        disk_storage: -1,
+        streams: -1,
+        consumer: -1,
+      },
+      signing_keys: [
+        keys.serviceSigning,
+        newScopedSigner(kp(m.participantSigningSeed), PARTICIPANT_ROLE, participantPermissionTemplate()),
+      ],
+      revocations: m.revocations,
+    },
+    { signer: op },
+  );
+  return { operator, systemAccount, account };
+}
+
+/** Newly minted credentials. */
+export interface MintedCreds {
+  /** The creds file contents (user JWT + seed). */
+  creds: string;
+  /** The user's public key (what a revocation names). */
+  userPublicKey: string;
+}
+
+/**
+ * Mints the creds of a Parley service (`svc_<name>`), signed by the unscoped service key: full access
+ * within the PARLEY account.
+ */
+export async function mintServiceCreds(m: KeyMaterial, name: string): Promise<MintedCreds> {
+  const id = isServiceId(name) ? name : serviceId(name);
+  const user = createUser();
+  const jwt = await encodeUser(id, user, pub(m.accountSeed), {}, { signer: kp(m.serviceSigningSeed) });
+  return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
+}
+
+/**
+ * Mints a participant's creds with the scoped key: the user's name is the participant id, so the
+ * server fills the permission template with it. Only the governance service holds this key.
+ */
+export async function mintParticipantCreds(
+  participantSigningSeed: string,
+  accountPublicKey: string,
+  participantId: string,
+  options: { expiresAt?: Date } = {},
+): Promise<MintedCreds> {
+  if (!/^(usr|agt)_[0-9A-Z]{26}$/.test(participantId)) {
+    throw new ParleyError('INVALID_ARGUMENT', `not a participant id: ${participantId}`);
+  }
+  const user = createUser();
+  const jwt = await encodeUser(
+    participantId,
+    user,
+    accountPublicKey,
+    {},
+    {
+      signer: kp(participantSigningSeed),
+      scopedUser: true,
+      ...(options.expiresAt ? { exp: Math.floor(options.expiresAt.getTime() / 1000) } : {}),
+    },
+  );
+  return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
+}
+
+/** Mints the system account user (for pushing account JWT updates to the server). */
+export async function mintSystemCreds(m: KeyMaterial): Promise<MintedCreds> {
+  const user = createUser();
+  const jwt = await encodeUser('sys', user, kp(m.systemAccountSeed));
+  return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
+}
+
+/** The name (participant or service id) and public key inside a creds file. */
+export function credsIdentity(creds: string): {
+  name: string;
+  userPublicKey: string;
+  issuerAccount?: string;
+} {
+  const m = creds.match(/-----BEGIN NATS USER JWT-----\s*([^\s-][^\n]*)\s*------END NATS USER JWT------/);
+  if (!m?.[1]) throw new ParleyError('INVALID_ARGUMENT', 'not a NATS creds file');
+  const claims = decode<{ issuer_account?: string }>(m[1].trim());
+  return {
+    name: claims.name,
+    userPublicKey: claims.sub,
+    ...(claims.nats.issuer_account ? { issuerAccount: claims.nats.issuer_account } : {}),
+  };
+}

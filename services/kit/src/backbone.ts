@@ -1,0 +1,165 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  type JetStreamManager,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { Objm } from '@nats-io/obj';
+import { type NatsConnection, nanos } from '@nats-io/transport-node';
+import {
+  type BackboneOptions,
+  inboxConsumer,
+  kvDefinitions,
+  objectStores,
+  type StreamDefinition,
+  streamDefinitions,
+} from '@parley/contracts';
+import type { Logger } from 'pino';
+
+function toStreamConfig(d: StreamDefinition): Partial<StreamConfig> & { name: string } {
+  return {
+    name: d.name,
+    description: d.description,
+    subjects: d.subjects,
+    retention:
+      d.retention === 'interest'
+        ? RetentionPolicy.Interest
+        : d.retention === 'workqueue'
+          ? RetentionPolicy.Workqueue
+          : RetentionPolicy.Limits,
+    storage: d.storage === 'memory' ? StorageType.Memory : StorageType.File,
+    num_replicas: d.replicas,
+    max_age: nanos(d.maxAgeMs),
+    max_msgs_per_subject: d.maxMsgsPerSubject ?? -1,
+    duplicate_window: nanos(d.duplicateWindowMs),
+    deny_delete: d.denyDelete,
+    deny_purge: d.denyPurge,
+    allow_direct: d.allowDirect,
+    discard: d.discard === 'new' ? DiscardPolicy.New : DiscardPolicy.Old,
+  };
+}
+
+const SETTABLE: (keyof StreamConfig)[] = [
+  'description',
+  'subjects',
+  'max_age',
+  'max_msgs_per_subject',
+  'duplicate_window',
+  'deny_delete',
+  'deny_purge',
+  'allow_direct',
+  'num_replicas',
+];
+
+/** What {@link ensureBackbone} created or found. */
+export interface BackboneReport {
+  streams: { name: string; action: 'created' | 'updated' | 'unchanged' }[];
+  buckets: string[];
+}
+
+/**
+ * Creates every stream, KV bucket and object store Parley needs, or brings existing ones to the
+ * configured settings. Idempotent: run it at every start, from any number of replicas at once.
+ */
+export async function ensureBackbone(
+  nc: NatsConnection,
+  options: BackboneOptions,
+  log: Logger,
+): Promise<BackboneReport> {
+  const jsm = await jetstreamManager(nc);
+  const report: BackboneReport = { streams: [], buckets: [] };
+  for (const def of streamDefinitions(options)) {
+    const want = toStreamConfig(def);
+    let info = await jsm.streams.info(def.name).catch((err: Error) => {
+      if (/stream not found/i.test(err.message)) return undefined;
+      throw err;
+    });
+    if (!info) {
+      try {
+        await jsm.streams.add(want);
+        report.streams.push({ name: def.name, action: 'created' });
+        continue;
+      } catch (err) {
+        // Another replica created it first.
+        if (!/already in use/i.test((err as Error).message)) throw err;
+        info = await jsm.streams.info(def.name);
+      }
+    }
+    const changed = SETTABLE.filter(
+      (k) => JSON.stringify(info.config[k] ?? null) !== JSON.stringify(want[k] ?? null),
+    );
+    if (changed.length === 0) {
+      report.streams.push({ name: def.name, action: 'unchanged' });
+      continue;
+    }
+    try {
+      await jsm.streams.update(def.name, { ...info.config, ...want });
+      report.streams.push({ name: def.name, action: 'updated' });
+      log.info({ stream: def.name, changed }, 'stream settings updated');
+    } catch (err) {
+      log.warn(
+        { stream: def.name, changed, err: (err as Error).message },
+        'stream settings could not be updated',
+      );
+      report.streams.push({ name: def.name, action: 'unchanged' });
+    }
+  }
+  const kvm = new Kvm(nc);
+  for (const def of kvDefinitions(options)) {
+    await kvm.create(def.bucket, {
+      description: def.description,
+      history: def.history,
+      replicas: def.replicas,
+      maxValueSize: def.maxValueSize,
+      ...(def.ttlMs ? { ttl: def.ttlMs } : {}),
+    });
+    report.buckets.push(def.bucket);
+  }
+  const objm = new Objm(nc);
+  for (const bucket of Object.values(objectStores)) {
+    await objm.create(bucket, {
+      description: 'Artifacts referenced from file parts.',
+      replicas: options.replicas ?? 1,
+    });
+    report.buckets.push(bucket);
+  }
+  return report;
+}
+
+/**
+ * Creates (or keeps) the durable consumer that is a participant's inbox. Only services do this:
+ * participants are never allowed to create consumers.
+ */
+export async function ensureInboxConsumer(
+  jsm: JetStreamManager,
+  participantId: string,
+  options: BackboneOptions = {},
+): Promise<void> {
+  const c = inboxConsumer(participantId, options);
+  await jsm.consumers.add(c.stream, {
+    durable_name: c.durableName,
+    filter_subject: c.filterSubject,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(c.ackWaitMs),
+    max_deliver: c.maxDeliver,
+    max_ack_pending: c.maxAckPending,
+    num_replicas: c.replicas,
+  });
+}
+
+/** Deletes a participant's inbox consumer (deregistration). Absent is fine. */
+export async function deleteInboxConsumer(jsm: JetStreamManager, participantId: string): Promise<boolean> {
+  const c = inboxConsumer(participantId);
+  try {
+    return await jsm.consumers.delete(c.stream, c.durableName);
+  } catch (err) {
+    if (/consumer not found/i.test((err as Error).message)) return false;
+    throw err;
+  }
+}

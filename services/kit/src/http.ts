@@ -1,0 +1,47 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+
+/** A readiness check: resolves true when that part is ready. */
+export type ReadinessCheck = () => boolean | Promise<boolean>;
+
+/** Options of {@link createHealthServer}. */
+export interface HealthServerOptions {
+  /** Named checks; `/healthz` is 200 only when every one passes. */
+  checks: Record<string, ReadinessCheck>;
+  log: Logger;
+}
+
+/**
+ * A Fastify app with `GET /healthz` (200 only when every check passes, else 503 with the failing
+ * ones) and `GET /readyz` (the same, for Kubernetes readiness). Routes for metrics, the console or
+ * the gateway are registered on it by their owners.
+ */
+export function createHealthServer(options: HealthServerOptions): FastifyInstance {
+  // Fastify's own request logging stays off: health probes every few seconds would drown the log.
+  const app = Fastify();
+  const log = options.log.child({ component: 'http' });
+  app.setErrorHandler((err, _req, reply) => {
+    log.error({ err }, 'http handler failed');
+    void reply.code(500).send({ error: { code: 'INTERNAL', message: 'internal error' } });
+  });
+  const evaluate = async () => {
+    const results = await Promise.all(
+      Object.entries(options.checks).map(async ([name, check]) => {
+        try {
+          return [name, await check()] as const;
+        } catch {
+          return [name, false] as const;
+        }
+      }),
+    );
+    return Object.fromEntries(results) as Record<string, boolean>;
+  };
+  const handler = async (_req: unknown, reply: import('fastify').FastifyReply) => {
+    const checks = await evaluate();
+    const ok = Object.values(checks).every(Boolean);
+    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'unavailable', checks });
+  };
+  app.get('/healthz', handler);
+  app.get('/readyz', handler);
+  return app;
+}

@@ -1,0 +1,27 @@
+import { resolve } from 'node:path';
+import { envPort, loadEnv } from '@parley/kit';
+import * as z from 'zod';
+
+/** The standalone backbone's environment (flags override it). */
+export const StandaloneEnv = z.object({
+  PARLEY_HOME: z.string().optional().describe('State directory: keys, NATS data, creds. @default ./.parley'),
+  NATS_SERVER_BIN: z.string().optional().describe('nats-server binary. @default found on PATH'),
+  PARLEY_NATS_PORT: envPort.default(4222).describe('NATS client port. @default 4222'),
+  PARLEY_HTTP_PORT: envPort.default(7420).describe('Health endpoint port. @default 7420'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('warn')
+    .describe('Log level of the services (logs go to stderr). @default warn'),
+});
+
+/** The standalone configuration. */
+export type StandaloneConfig = z.output<typeof StandaloneEnv> & { PARLEY_HOME: string };
+
+/** Reads the environment; `cwd` anchors the default home. */
+export function loadConfig(
+  env: Record<string, string | undefined> = process.env,
+  cwd = process.cwd(),
+): StandaloneConfig {
+  const c = loadEnv('standalone', StandaloneEnv, env);
+  return { ...c, PARLEY_HOME: resolve(cwd, c.PARLEY_HOME ?? '.parley') };
+}

@@ -1,0 +1,220 @@
+/**
+ * Runs nats-server as a child process: finds the binary, renders its configuration, starts it, waits
+ * until it is ready, stops it gracefully or kills it. Used by the standalone backbone and by the
+ * test harness.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { constants, createWriteStream } from 'node:fs';
+import { access, mkdir, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { delimiter, dirname, join } from 'node:path';
+
+/** Where nats-server is looked for after `NATS_SERVER_BIN` and `PATH`. */
+const EXTRA_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin', '/usr/bin', '/opt/nats'];
+
+/** Finds the nats-server binary, or undefined. */
+export async function findNatsServer(
+  env: Record<string, string | undefined> = process.env,
+): Promise<string | undefined> {
+  if (env.NATS_SERVER_BIN) {
+    return (await isExecutable(env.NATS_SERVER_BIN)) ? env.NATS_SERVER_BIN : undefined;
+  }
+  const dirs = [...(env.PATH ?? '').split(delimiter).filter(Boolean), ...EXTRA_DIRS];
+  for (const dir of dirs) {
+    const candidate = join(dir, 'nats-server');
+    if (await isExecutable(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+async function isExecutable(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Resolves when `port` on `host` can be bound, and rejects with `EADDRINUSE` otherwise. */
+export function checkPortFree(port: number, host = '127.0.0.1'): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen({ port, host, exclusive: true }, () => srv.close(() => resolve()));
+  });
+}
+
+/** A free TCP port on the loopback interface. */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen({ port: 0, host }, () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Operator-mode settings of a server. */
+export interface OperatorModeConfig {
+  operatorJwtPath: string;
+  systemAccount: string;
+  /** Directory of the full account resolver (accepts pushed account updates). */
+  resolverDir: string;
+  /** Account public key → JWT, loaded at start. */
+  preload: Record<string, string>;
+}
+
+/** What {@link renderNatsConfig} writes. */
+export interface NatsServerConfig {
+  serverName: string;
+  host: string;
+  port: number;
+  storeDir: string;
+  /** Monitoring port (`/healthz`, `/varz`); omitted = no monitoring endpoint. */
+  monitorPort?: number;
+  operator?: OperatorModeConfig;
+  cluster?: { name: string; host: string; port: number; routes: string[] };
+  /** JetStream limits. @default 1 GiB memory, 20 GiB file */
+  maxMemory?: string;
+  maxFile?: string;
+  /** Extra lines appended verbatim. */
+  extra?: string;
+}
+
+const q = (s: string) => JSON.stringify(s);
+
+/** Renders a nats-server configuration file. */
+export function renderNatsConfig(c: NatsServerConfig): string {
+  const lines = [
+    '# Written by Parley. Regenerated at every start: edit the Parley settings, not this file.',
+    `server_name: ${q(c.serverName)}`,
+    `host: ${q(c.host)}`,
+    `port: ${c.port}`,
+    'max_payload: 1MB',
+  ];
+  if (c.monitorPort !== undefined) lines.push(`http: ${q(`${c.host}:${c.monitorPort}`)}`);
+  lines.push(
+    'jetstream {',
+    `  store_dir: ${q(c.storeDir)}`,
+    `  max_memory_store: ${c.maxMemory ?? '1GB'}`,
+    `  max_file_store: ${c.maxFile ?? '20GB'}`,
+    '}',
+  );
+  if (c.cluster) {
+    lines.push(
+      'cluster {',
+      `  name: ${q(c.cluster.name)}`,
+      `  listen: ${q(`${c.cluster.host}:${c.cluster.port}`)}`,
+      `  routes: [${c.cluster.routes.map((r) => q(r)).join(', ')}]`,
+      '}',
+    );
+  }
+  if (c.operator) {
+    lines.push(
+      `operator: ${q(c.operator.operatorJwtPath)}`,
+      `system_account: ${q(c.operator.systemAccount)}`,
+      'resolver {',
+      '  type: full',
+      `  dir: ${q(c.operator.resolverDir)}`,
+      '  allow_delete: false',
+      '  interval: "2m"',
+      '  timeout: "1.9s"',
+      '}',
+      'resolver_preload {',
+      ...Object.entries(c.operator.preload).map(([k, v]) => `  ${k}: ${q(v)}`),
+      '}',
+    );
+  }
+  if (c.extra) lines.push(c.extra);
+  return `${lines.join('\n')}\n`;
+}
+
+/** Options of {@link startNatsServer}. */
+export interface StartNatsServerOptions {
+  bin: string;
+  configPath: string;
+  config: NatsServerConfig;
+  /** Where the server's log goes. */
+  logPath: string;
+  /** Milliseconds to wait for "Server is ready". @default 20000 */
+  readyTimeoutMs?: number;
+}
+
+/** A running nats-server child process. */
+export interface NatsServerProcess {
+  readonly url: string;
+  readonly pid: number | undefined;
+  readonly config: NatsServerConfig;
+  /** Resolves when the process has exited. */
+  readonly exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL after `graceMs`. */
+  stop(graceMs?: number): Promise<void>;
+  /** SIGKILL at once (crash simulation). */
+  kill9(): Promise<void>;
+}
+
+/** Writes the configuration, starts nats-server and resolves once it logs "Server is ready". */
+export async function startNatsServer(o: StartNatsServerOptions): Promise<NatsServerProcess> {
+  await mkdir(dirname(o.configPath), { recursive: true });
+  await mkdir(o.config.storeDir, { recursive: true });
+  if (o.config.operator) await mkdir(o.config.operator.resolverDir, { recursive: true });
+  await writeFile(o.configPath, renderNatsConfig(o.config));
+  await mkdir(dirname(o.logPath), { recursive: true });
+  const log = createWriteStream(o.logPath, { flags: 'a' });
+  const child: ChildProcess = spawn(o.bin, ['-c', o.configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let tail = '';
+  const ready = new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      log.write(chunk);
+      tail = (tail + chunk.toString()).slice(-4000);
+      if (tail.includes('Server is ready')) resolve();
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('error', reject);
+    void exited.then((code) =>
+      reject(new Error(`nats-server exited with code ${code} before it was ready:\n${tail.trim()}`)),
+    );
+  });
+  const timeout = o.readyTimeoutMs ?? 20_000;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      ready,
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`nats-server was not ready after ${timeout} ms:\n${tail.trim()}`)),
+          timeout,
+        );
+      }),
+    ]);
+  } catch (err) {
+    child.kill('SIGKILL');
+    await exited;
+    log.end();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  void exited.then(() => log.end());
+  const signal = async (sig: NodeJS.Signals, graceMs: number) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill(sig);
+    const t = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await exited;
+    clearTimeout(t);
+  };
+  return {
+    url: `nats://${o.config.host}:${o.config.port}`,
+    pid: child.pid,
+    config: o.config,
+    exited,
+    stop: (graceMs = 10_000) => signal('SIGTERM', graceMs),
+    kill9: () => signal('SIGKILL', 0),
+  };
+}

@@ -1,0 +1,159 @@
+/**
+ * The local backbone: a nats-server child in operator mode, the streams and buckets, every Parley
+ * service in this process, and the health endpoint. `npm start` runs it through main.ts.
+ */
+import { writeFile } from 'node:fs/promises';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { type BackboneOptions, serviceId } from '@parley/contracts';
+import { createGovernanceService, mintServiceCreds, publicKeys, signServerJwts } from '@parley/governance';
+import {
+  connectNats,
+  createHealthServer,
+  ensureBackbone,
+  type Logger,
+  type ParleyService,
+} from '@parley/kit';
+import { createRegistryService } from '@parley/registry';
+import { createRoomsService } from '@parley/rooms';
+import { type Home, openHome } from './home.js';
+import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from './nats-server.js';
+
+/** A problem the person starting Parley can fix; printed without a stack trace. */
+export class StartupError extends Error {
+  override name = 'StartupError';
+}
+
+/** Options of {@link startStandalone}. */
+export interface StandaloneOptions {
+  /** State directory. */
+  home: string;
+  /** NATS client port. */
+  natsPort: number;
+  /** Port of /healthz and /readyz. */
+  httpPort: number;
+  /** Interface everything listens on. @default 127.0.0.1 */
+  host?: string;
+  /** nats-server binary; found on PATH when absent. */
+  natsServerBin?: string;
+  log: Logger;
+  /** Stream/bucket sizing. */
+  backbone?: BackboneOptions;
+}
+
+/** A running backbone. */
+export interface Standalone {
+  natsUrl: string;
+  httpUrl: string;
+  home: Home;
+  nats: NatsServerProcess;
+  services: ParleyService[];
+  /** Stops services, drains connections, stops nats-server. */
+  stop(): Promise<void>;
+}
+
+/** Starts the local backbone. */
+export async function startStandalone(o: StandaloneOptions): Promise<Standalone> {
+  const host = o.host ?? '127.0.0.1';
+  const log = o.log;
+  for (const [port, flag] of [
+    [o.natsPort, '--nats-port'],
+    [o.httpPort, '--http-port'],
+  ] as const) {
+    try {
+      await checkPortFree(port, host);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new StartupError(
+        code === 'EADDRINUSE'
+          ? `port ${port} on ${host} is already in use: stop what uses it, or choose another port with ${flag} <port>`
+          : `cannot listen on ${host}:${port} (${code ?? (err as Error).message}); choose another port with ${flag} <port>`,
+      );
+    }
+  }
+  const bin = o.natsServerBin ?? (await findNatsServer());
+  if (!bin) {
+    throw new StartupError(
+      'nats-server was not found on PATH (or NATS_SERVER_BIN). On Debian/Ubuntu: sudo apt-get install -y nats-server; elsewhere: https://docs.nats.io/running-a-nats-service/introduction/installation',
+    );
+  }
+  const home = await openHome(o.home);
+  const { paths, keys } = home;
+  const jwts = await signServerJwts(keys);
+  const pub = publicKeys(keys);
+  await writeFile(paths.operatorJwt, jwts.operator);
+  const nats = await startNatsServer({
+    bin,
+    configPath: paths.natsConfig,
+    logPath: paths.natsLog,
+    config: {
+      serverName: 'parley-local',
+      host,
+      port: o.natsPort,
+      storeDir: paths.jetstream,
+      operator: {
+        operatorJwtPath: paths.operatorJwt,
+        systemAccount: pub.systemAccount,
+        resolverDir: paths.resolver,
+        preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
+      },
+    },
+  });
+  const natsUrl = nats.url;
+  const connections: NatsConnection[] = [];
+  const services: ParleyService[] = [];
+  let http: ReturnType<typeof createHealthServer> | undefined;
+
+  const stop = async () => {
+    for (const s of [...services].reverse())
+      await s.stop().catch((err) => log.warn({ err }, 'service stop failed'));
+    await Promise.allSettled(connections.map((nc) => nc.drain()));
+    await http?.close();
+    await nats.stop();
+  };
+
+  try {
+    const connectAs = async (name: string) => {
+      const creds = await mintServiceCreds(keys, name);
+      const nc = await connectNats({
+        servers: natsUrl,
+        name: `parley-${name}`,
+        principal: serviceId(name),
+        creds: new TextEncoder().encode(creds.creds),
+      });
+      connections.push(nc);
+      return nc;
+    };
+    const setup = await connectAs('standalone');
+    const report = await ensureBackbone(setup, o.backbone ?? {}, log);
+    log.debug({ report }, 'backbone ready');
+
+    const registry = createRegistryService({ nc: await connectAs('registry'), log });
+    const governance = createGovernanceService({
+      nc: await connectAs('governance'),
+      log,
+      config: {
+        PARLEY_ACCOUNT_PUBLIC_KEY: pub.account,
+        PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
+      },
+    });
+    const rooms = createRoomsService({ nc: await connectAs('rooms'), log });
+    for (const s of [registry, governance, rooms]) {
+      await s.start();
+      services.push(s);
+    }
+    await registry.seed({ org: home.state.org, admin: home.state.admin });
+
+    http = createHealthServer({
+      log,
+      checks: {
+        nats: () => nats.pid !== undefined && !setup.isClosed(),
+        ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
+      },
+    });
+    await http.listen({ host, port: o.httpPort });
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { natsUrl, httpUrl: `http://${host}:${o.httpPort}`, home, nats, services, stop };
+}

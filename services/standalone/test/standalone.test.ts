@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { connect, createInbox, credsAuthenticator } from '@nats-io/transport-node';
+import { registryApi, request } from '@parley/contracts';
+import { mintServiceCreds } from '@parley/governance';
+import { silentLogger } from '@parley/kit';
+import { freePort, StartupError, startStandalone } from '@parley/standalone';
+import { waitFor } from '@parley/test/harness';
+
+const enc = new TextEncoder();
+const homes: string[] = [];
+after(async () => {
+  for (const h of homes) await rm(h, { recursive: true, force: true });
+});
+async function tempHome() {
+  const h = await mkdtemp(join(tmpdir(), 'parley-home-'));
+  homes.push(h);
+  return h;
+}
+
+describe('standalone backbone', () => {
+  it('starts in operator mode, reports healthy, serves the admin, and reuses its keys on the next start', async () => {
+    const home = await tempHome();
+    const opts = { home, natsPort: await freePort(), httpPort: await freePort(), log: silentLogger() };
+    const first = await startStandalone(opts);
+    let keysBefore: string;
+    try {
+      const health = await fetch(`${first.httpUrl}/healthz`);
+      assert.equal(health.status, 200);
+      assert.deepEqual(((await health.json()) as { checks: unknown }).checks, {
+        nats: true,
+        registry: true,
+        governance: true,
+        rooms: true,
+      });
+      assert.equal((await fetch(`${first.httpUrl}/readyz`)).status, 200);
+
+      // Operator mode: no anonymous connections.
+      await assert.rejects(connect({ servers: first.natsUrl, reconnect: false }));
+
+      const adminCreds = await readFile(first.home.paths.adminCreds);
+      const admin = await connect({
+        servers: first.natsUrl,
+        authenticator: credsAuthenticator(adminCreds),
+        inboxPrefix: `_INBOX.${first.home.state.admin.id}`,
+      });
+      const me = await request(admin, first.home.state.admin.id, registryApi.whoami, {});
+      assert.equal(me.kind, 'human');
+      assert.equal(me.superadmin, true);
+      assert.equal(me.org, first.home.state.org.id);
+      await admin.close();
+
+      // Each service is discoverable through the NATS services protocol.
+      const svc = await connect({
+        servers: first.natsUrl,
+        authenticator: credsAuthenticator(
+          enc.encode((await mintServiceCreds(first.home.keys, 'test')).creds),
+        ),
+      });
+      const names = new Set<string>();
+      const sub = svc.subscribe(createInbox());
+      svc.publish('$SRV.PING', undefined, { reply: sub.getSubject() });
+      for await (const m of sub) {
+        names.add(m.json<{ name: string }>().name);
+        if (names.size === 3) break;
+      }
+      assert.deepEqual([...names].sort(), ['parley-governance', 'parley-registry', 'parley-rooms']);
+      await svc.close();
+      keysBefore = await readFile(first.home.paths.keys, 'utf8');
+    } finally {
+      await first.stop();
+    }
+    assert.equal((await fetch(`${first.httpUrl}/healthz`).catch(() => undefined))?.status, undefined);
+
+    const second = await startStandalone({ ...opts, natsPort: await freePort() });
+    try {
+      assert.equal(second.home.firstRun, false);
+      assert.equal(await readFile(second.home.paths.keys, 'utf8'), keysBefore);
+      // The admin creds written by the first start still work.
+      const admin = await connect({
+        servers: second.natsUrl,
+        authenticator: credsAuthenticator(await readFile(second.home.paths.adminCreds)),
+        inboxPrefix: `_INBOX.${second.home.state.admin.id}`,
+      });
+      const me = await request(admin, second.home.state.admin.id, registryApi.whoami, {});
+      assert.equal(me.id, second.home.state.admin.id);
+      await admin.close();
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('refuses a port in use with an error naming the flag, and leaves nothing running', async () => {
+    const blocker = createServer();
+    const port = await freePort();
+    await new Promise<void>((r) => blocker.listen(port, '127.0.0.1', () => r()));
+    try {
+      const home = await tempHome();
+      const err = await startStandalone({
+        home,
+        natsPort: port,
+        httpPort: await freePort(),
+        log: silentLogger(),
+      }).catch((e: unknown) => e);
+      assert.ok(err instanceof StartupError);
+      assert.match(err.message, new RegExp(`port ${port} .*in use.*--nats-port`));
+      const err2 = await startStandalone({
+        home,
+        natsPort: await freePort(),
+        httpPort: port,
+        log: silentLogger(),
+      }).catch((e: unknown) => e);
+      assert.ok(err2 instanceof StartupError);
+      assert.match(err2.message, /--http-port/);
+    } finally {
+      blocker.close();
+    }
+  });
+});
+
+describe('the npm start entry point', () => {
+  it('prints what runs and where, turns healthy, and on SIGTERM stops nats-server and exits 0', async () => {
+    const home = await tempHome();
+    const natsPort = await freePort();
+    const httpPort = await freePort();
+    const root = resolve(import.meta.dirname, '../../..');
+    const child = spawn(
+      process.execPath,
+      [
+        'services/standalone/src/main.ts',
+        '--no-demo',
+        '--home',
+        home,
+        '--nats-port',
+        String(natsPort),
+        '--http-port',
+        String(httpPort),
+      ],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'error' } },
+    );
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      out += d;
+    });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      await waitFor(() => out.includes('Parley is running'), 'the banner', 30_000);
+      assert.match(out, new RegExp(`nats://127\\.0\\.0\\.1:${natsPort}`));
+      assert.match(out, /admin creds\s+\S*admin\.creds/);
+      assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
+      const pidLine = await readFile(join(home, 'nats', 'nats-server.log'), 'utf8');
+      const natsPid = Number(pidLine.match(/\[(\d+)\]/)?.[1]);
+      assert.ok(natsPid > 0);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0);
+      assert.match(out, /stopped\./);
+      assert.throws(() => process.kill(natsPid, 0), /ESRCH/, 'nats-server is still running');
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});

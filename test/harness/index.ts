@@ -1,0 +1,244 @@
+/**
+ * The shared nats-server harness: real servers on free ports with temporary store directories,
+ * plain or in operator mode, one node or a 3-node JetStream cluster; kill -9 and restart; always
+ * cleaned up — by the test's `after` hook, and by a process exit hook if a test dies first.
+ */
+import { rmSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import {
+  connect,
+  credsAuthenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+} from '@nats-io/transport-node';
+import {
+  createKeyMaterial,
+  type KeyMaterial,
+  mintParticipantCreds,
+  mintServiceCreds,
+  mintSystemCreds,
+  publicKeys,
+  signServerJwts,
+} from '@parley/governance';
+import {
+  findNatsServer,
+  freePort,
+  type NatsServerConfig,
+  type NatsServerProcess,
+  startNatsServer,
+} from '@parley/standalone';
+
+/** Options of {@link startServer}. */
+export interface StartServerOptions {
+  /** Operator-mode auth with generated keys (needed for permission tests). @default false */
+  operator?: boolean;
+  /** Number of nodes: 1, or 3 for a JetStream cluster. @default 1 */
+  nodes?: 1 | 3;
+}
+
+/** Operator-mode keys and creds minting of a test server. */
+export interface TestOperator {
+  keys: KeyMaterial;
+  /** Creds of a Parley service (full access in the PARLEY account). */
+  serviceCreds(name: string): Promise<string>;
+  /** Creds of a participant, minted with the scoped key. */
+  participantCreds(participantId: string): Promise<{ creds: string; userPublicKey: string }>;
+  /** Creds of the system account user. */
+  systemCreds(): Promise<string>;
+}
+
+/** A running test server or cluster. */
+export interface TestServer {
+  /** The temporary directory holding every node's data (removed by `stop`). */
+  dir: string;
+  /** The first node's URL. */
+  url: string;
+  /** Every node's URL. */
+  urls: string[];
+  /** Operator-mode helpers (when started with `operator: true`). */
+  operator?: TestOperator;
+  /** Connects; in operator mode, as a service unless `creds` is given. */
+  connect(opts?: Partial<NodeConnectionOptions> & { creds?: string }): Promise<NatsConnection>;
+  /** SIGKILL node `i` (its data stays). */
+  kill9(i?: number): Promise<void>;
+  /** Starts node `i` again with the same ports and data. */
+  restart(i?: number): Promise<void>;
+  /** Index of the node that leads stream `name`'s Raft group (cluster only). */
+  streamLeader(name: string): Promise<number>;
+  /** Stops every node and removes the temporary directory. */
+  stop(): Promise<void>;
+}
+
+const live = new Set<{ dir: string; procs: (NatsServerProcess | undefined)[] }>();
+process.once('exit', () => {
+  for (const s of live) {
+    for (const p of s.procs)
+      if (p?.pid)
+        try {
+          process.kill(p.pid, 'SIGKILL');
+        } catch {}
+    rmSync(s.dir, { recursive: true, force: true });
+  }
+});
+
+/** Starts nats-server (JetStream on) for a test. Call `stop()` in an `after` hook. */
+export async function startServer(options: StartServerOptions = {}): Promise<TestServer> {
+  const bin = await findNatsServer();
+  if (!bin) throw new Error('nats-server not found: run npm test (it installs it) or set NATS_SERVER_BIN');
+  const n = options.nodes ?? 1;
+  const dir = await mkdtemp(join(tmpdir(), 'parley-test-'));
+  const procs: (NatsServerProcess | undefined)[] = [];
+  const entry = { dir, procs };
+  live.add(entry);
+
+  let operator: TestOperator | undefined;
+  let operatorConfig: NatsServerConfig['operator'];
+  if (options.operator) {
+    const keys = createKeyMaterial('parley-test');
+    const jwts = await signServerJwts(keys);
+    const pub = publicKeys(keys);
+    const operatorJwtPath = join(dir, 'operator.jwt');
+    await writeFile(operatorJwtPath, jwts.operator);
+    operatorConfig = {
+      operatorJwtPath,
+      systemAccount: pub.systemAccount,
+      resolverDir: '',
+      preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
+    };
+    operator = {
+      keys,
+      serviceCreds: async (name) => (await mintServiceCreds(keys, name)).creds,
+      participantCreds: (id) => mintParticipantCreds(keys.participantSigningSeed, pub.account, id),
+      systemCreds: async () => (await mintSystemCreds(keys)).creds,
+    };
+  }
+
+  const clientPorts: number[] = [];
+  const clusterPorts: number[] = [];
+  for (let i = 0; i < n; i++) {
+    clientPorts.push(await freePort());
+    if (n > 1) clusterPorts.push(await freePort());
+  }
+  const configs: NatsServerConfig[] = clientPorts.map((port, i) => ({
+    serverName: `n${i + 1}`,
+    host: '127.0.0.1',
+    port,
+    storeDir: join(dir, `n${i + 1}`, 'jetstream'),
+    maxMemory: '256MB',
+    maxFile: '4GB',
+    ...(operatorConfig
+      ? { operator: { ...operatorConfig, resolverDir: join(dir, `n${i + 1}`, 'resolver') } }
+      : {}),
+    ...(n > 1
+      ? {
+          cluster: {
+            name: 'parley-test',
+            host: '127.0.0.1',
+            port: clusterPorts[i] as number,
+            routes: clusterPorts.filter((_, j) => j !== i).map((p) => `nats-route://127.0.0.1:${p}`),
+          },
+        }
+      : {}),
+  }));
+  const startNode = (i: number) =>
+    startNatsServer({
+      bin,
+      config: configs[i] as NatsServerConfig,
+      configPath: join(dir, `n${i + 1}`, 'nats-server.conf'),
+      logPath: join(dir, `n${i + 1}`, 'nats-server.log'),
+    });
+  try {
+    const started = await Promise.all(configs.map((_, i) => startNode(i)));
+    procs.push(...started);
+  } catch (err) {
+    await Promise.allSettled(procs.map((p) => p?.kill9()));
+    live.delete(entry);
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const urls = clientPorts.map((p) => `nats://127.0.0.1:${p}`);
+
+  const connectTo = async (opts: Partial<NodeConnectionOptions> & { creds?: string } = {}) => {
+    const { creds, ...rest } = opts;
+    const useCreds = creds ?? (operator ? await operator.serviceCreds('test') : undefined);
+    return connect({
+      servers: urls,
+      noAsyncTraces: true,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 100,
+      ...(useCreds ? { authenticator: credsAuthenticator(new TextEncoder().encode(useCreds)) } : {}),
+      ...(creds === undefined && operator ? { inboxPrefix: '_INBOX.svc_test' } : {}),
+      ...rest,
+    });
+  };
+
+  // A cluster is usable once JetStream has a meta leader.
+  if (n > 1) {
+    const nc = await connectTo();
+    try {
+      const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 2000 });
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await jsm.getAccountInfo();
+          break;
+        } catch (err) {
+          if (attempt > 100) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+    } finally {
+      await nc.close();
+    }
+  }
+
+  return {
+    dir,
+    url: urls[0] as string,
+    urls,
+    ...(operator ? { operator } : {}),
+    connect: connectTo,
+    async kill9(i = 0) {
+      await procs[i]?.kill9();
+      procs[i] = undefined;
+    },
+    async restart(i = 0) {
+      if (procs[i]) throw new Error(`node ${i} is running`);
+      procs[i] = await startNode(i);
+    },
+    async streamLeader(name) {
+      const nc = await connectTo();
+      try {
+        const info = await (await jetstreamManager(nc)).streams.info(name);
+        const leader = info.cluster?.leader;
+        const idx = configs.findIndex((c) => c.serverName === leader);
+        if (idx < 0) throw new Error(`no leader for ${name}`);
+        return idx;
+      } finally {
+        await nc.close();
+      }
+    },
+    async stop() {
+      await Promise.allSettled(procs.map((p) => p?.stop(5_000)));
+      live.delete(entry);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Resolves when `condition` returns true (polled), or rejects after `timeoutMs` with `what`. */
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await condition()) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+export * from './parley.js';
