@@ -90,10 +90,11 @@ function ensurePnpm() {
 
 function installDependencies(pnpm) {
   say('installing dependencies (pnpm install --frozen-lockfile)');
-  const status = run(pnpm, ['install', '--frozen-lockfile', '--prefer-offline', '--reporter=append-only'], {
-    env: { ...process.env, CI: 'true' },
-  });
-  if (status !== 0) throw new BootstrapError('pnpm install failed (see above)');
+  const args = ['install', '--frozen-lockfile', '--prefer-offline'];
+  const env = { ...process.env, CI: 'true' };
+  if (run(pnpm, [...args, '--reporter=silent'], { env }) === 0) return;
+  // Run it again where the person can see why it failed.
+  if (run(pnpm, args, { env }) !== 0) throw new BootstrapError('pnpm install failed (see above)');
 }
 
 const NATS_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin', '/usr/bin'];
