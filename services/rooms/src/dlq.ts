@@ -4,7 +4,13 @@
  * the message goes to `parley.dlq.<recipient>` (PARLEY_DLQ), an audit record and an event are
  * written, and the sender is told by a private notice in the room log that only it receives.
  */
-import { AckPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import {
   type DeadLetter,
@@ -38,7 +44,7 @@ export function createDeadLetters(o: {
   log: Logger;
 }) {
   const log = o.log.child({ component: 'dlq' });
-  let messages: { close(): Promise<undefined | Error> } | undefined;
+  let messages: ConsumerMessages | undefined;
   let stopped = false;
 
   async function handle(m: JsMsg): Promise<void> {
