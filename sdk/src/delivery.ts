@@ -226,8 +226,11 @@ export class DeliveryEngine {
       this.options.onError?.(err);
       unqueue();
       if (m.info.deliveryCount >= this.#maxDeliver) {
-        // Out of attempts: the server dead-letters it and tells the sender; this lane moves on.
+        // Out of attempts: the server sees max deliveries and Parley dead-letters it and tells the
+        // sender (a nak, not a term: nats-server 2.9 publishes no advisory for a term). The lane moves
+        // on, and the message counts as dealt with, so it is not mistaken for a gap to backfill.
         m.nak();
+        this.#lastSeq.set(room, Math.max(this.#lastSeq.get(room) ?? 0, roomSeq));
         return;
       }
       lane.waiting = m.seq;

@@ -3,6 +3,7 @@
  * service in this process, and the health endpoint. `npm start` runs it through main.ts.
  */
 import { writeFile } from 'node:fs/promises';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type BackboneOptions, serviceId } from '@parley/contracts';
 import { createGovernanceService, mintServiceCreds, publicKeys, signServerJwts } from '@parley/governance';
@@ -10,6 +11,7 @@ import {
   connectNats,
   createHealthServer,
   ensureBackbone,
+  ensureInboxConsumer,
   type Logger,
   type ParleyService,
 } from '@parley/kit';
@@ -49,6 +51,13 @@ export interface Standalone {
   home: Home;
   nats: NatsServerProcess;
   services: ParleyService[];
+  /** A JetStream manager on a service connection (setup work: inboxes, inspection). */
+  jsm: JetStreamManager;
+  /**
+   * Restarts nats-server with the same configuration and data (`kill: true` = SIGKILL, a crash).
+   * Services reconnect by themselves.
+   */
+  restartNats(options?: { kill?: boolean }): Promise<void>;
   /** Stops services, drains connections, stops nats-server. */
   stop(): Promise<void>;
 }
@@ -83,7 +92,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const jwts = await signServerJwts(keys);
   const pub = publicKeys(keys);
   await writeFile(paths.operatorJwt, jwts.operator);
-  const nats = await startNatsServer({
+  const natsOptions = {
     bin,
     configPath: paths.natsConfig,
     logPath: paths.natsLog,
@@ -99,11 +108,13 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
       },
     },
-  });
+  };
+  let nats = await startNatsServer(natsOptions);
   const natsUrl = nats.url;
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
+  let jsm: JetStreamManager | undefined;
 
   const stop = async () => {
     for (const s of [...services].reverse())
@@ -127,6 +138,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     };
     const setup = await connectAs('standalone');
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
+    jsm = await jetstreamManager(setup);
+    // The local admin takes part like anyone else: it needs an inbox.
+    await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
     log.debug({ report }, 'backbone ready');
 
     const registry = createRegistryService({ nc: await connectAs('registry'), log });
@@ -166,5 +180,21 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     await stop();
     throw err;
   }
-  return { natsUrl, httpUrl: `http://${host}:${o.httpPort}`, home, nats, services, stop };
+  if (!jsm) throw new Error('unreachable: backbone not set up');
+  return {
+    natsUrl,
+    httpUrl: `http://${host}:${o.httpPort}`,
+    home,
+    get nats() {
+      return nats;
+    },
+    services,
+    jsm,
+    async restartNats({ kill = false } = {}) {
+      if (kill) await nats.kill9();
+      else await nats.stop();
+      nats = await startNatsServer(natsOptions);
+    },
+    stop,
+  };
 }
