@@ -7,7 +7,6 @@ import {
   headerNames,
   isParleyError,
   newId,
-  type ParleyError,
   roomsApi,
   streams,
   subjects,
@@ -304,9 +303,11 @@ describe('rooms', () => {
     // The DLQ holds it and the audit log recorded it.
     const jsm = await jetstreamManager(svc);
     const letter = await jsm.direct.getMessage(streams.dlq, { last_by_subj: subjects.dlq(r.id) });
-    assert.equal((letter?.json() as { message: { id: string } }).message.id, sent.id);
+    assert.ok(letter);
+    assert.equal(letter.json<{ message: { id: string } }>().message.id, sent.id);
     const audit = await jsm.direct.getMessage(streams.audit, { last_by_subj: subjects.audit('delivery') });
-    assert.equal((audit?.json() as { message: string }).message, sent.id);
+    assert.ok(audit);
+    assert.equal(audit.json<{ message: string }>().message, sent.id);
     // The recipient's lane moved on: the next message is handled.
     await room.send('next one');
     await waitFor(() => handled === 'next one', 'the next message to reach the handler');
