@@ -55,8 +55,11 @@ export const subjects = {
   /** `parley.inbox.<participantId>.<roomId>` — one participant's deliveries from one room. */
   inbox: (participantId: string, roomId: string) =>
     `${ROOT}.inbox.${token(participantId, 'participant id')}.${token(roomId, 'room id')}`,
-  /** `parley.inbox.<participantId>.>` — a participant's whole inbox (its consumer's filter). */
-  inboxAll: (participantId: string) => `${ROOT}.inbox.${token(participantId, 'participant id')}.>`,
+  /**
+   * `parley.inbox.<participantId>.*` — a participant's whole inbox (its consumer's filter). Not `.>`:
+   * nats-server 2.9 refuses a filter that is not a subset of the stream's `parley.inbox.*.*`.
+   */
+  inboxAll: (participantId: string) => `${ROOT}.inbox.${token(participantId, 'participant id')}.*`,
   /** `parley.evt.<domain>.<kind>` — a control-plane event. */
   event: (domain: string, kind: string) =>
     `${ROOT}.evt.${token(domain, 'event domain')}.${tokens(kind, 'event kind')}`,

@@ -8,6 +8,8 @@ import {
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
+import { Directory } from './directory.js';
+import { PresenceReporter } from './presence.js';
 
 /** Options of {@link Agent.call}. */
 export interface CallOptions {
@@ -24,11 +26,17 @@ export class Agent {
   readonly id: string;
   /** The underlying NATS connection. */
   readonly nc: NatsConnection;
+  /** Discovery, cards and the inventory (registry). */
+  readonly directory: Directory;
+  /** This participant's presence: `agent.presence.set('busy', 'reviewing PR 42')`. */
+  readonly presence: PresenceReporter;
 
   /** @internal use {@link connect} */
   constructor(nc: NatsConnection, id: string) {
     this.nc = nc;
     this.id = id;
+    this.directory = new Directory(this);
+    this.presence = new PresenceReporter(nc, id);
   }
 
   /** Calls an API method as this participant. Refusals throw a ParleyError with a code. */
@@ -47,6 +55,7 @@ export class Agent {
 
   /** Lets in-flight work finish, then closes the connection. */
   async close(): Promise<void> {
+    await this.presence.stop();
     if (!this.nc.isClosed()) await this.nc.drain();
   }
 }
@@ -54,5 +63,7 @@ export class Agent {
 /** Connects as the participant in `creds`. */
 export async function connect(options: ConnectOptions): Promise<Agent> {
   const { nc, identity } = await connectWithCreds(options);
-  return new Agent(nc, identity.id);
+  const agent = new Agent(nc, identity.id);
+  if (options.presence !== false) await agent.presence.start(options.presence ?? {});
+  return agent;
 }

@@ -242,3 +242,4 @@ export async function waitFor(
   }
 }
 export * from './parley.js';
+export * from './participants.js';
