@@ -1,11 +1,15 @@
 /** Creating orgs, people and agents in a test Parley, and connecting as them. */
+
+import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
 import {
   type AgentCardInput,
   type Agent as AgentRecord,
   type Human,
   type Org,
   registryApi,
+  subjects,
 } from '@parley/contracts';
+import { mintServiceCreds } from '@parley/governance';
 import { type Agent, type ConnectOptions, connect } from '@parley/sdk';
 import type { TestParley } from './parley.js';
 
@@ -45,4 +49,15 @@ export async function createAgent(
 ): Promise<{ agent: AgentRecord; creds: string }> {
   const r = await caller.call(registryApi.createAgent, { card, ...(owner ? { owner } : {}) });
   return { agent: r.agent, creds: r.credentials.creds };
+}
+
+/** A raw NATS connection with service creds (`svc_<name>`): full access, for checking state. */
+export async function connectService(parley: TestParley, name = 'test'): Promise<NatsConnection> {
+  return natsConnect({
+    servers: parley.natsUrl,
+    authenticator: credsAuthenticator(
+      new TextEncoder().encode((await mintServiceCreds(parley.home.keys, name)).creds),
+    ),
+    inboxPrefix: subjects.replyPrefix(`svc_${name}`),
+  });
 }
