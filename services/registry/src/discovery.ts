@@ -58,7 +58,13 @@ function skillMatches(c: Catalog, skill: string): Map<string, number> {
   const q = skill.trim().toLowerCase();
   const m = new Map<string, number>();
   if (!q) return m;
-  for (const w of words(q)) bump(m, c.bySkillWord.get(w), SCORES.skillWord);
+  // Every word of the query in the agent's skill names (e.g. "code review" → "Code review").
+  let named: Set<string> | undefined;
+  for (const w of words(q)) {
+    const ids = c.bySkillWord.get(w) ?? new Set<string>();
+    named = named ? new Set([...named].filter((id) => ids.has(id))) : new Set(ids);
+  }
+  bump(m, named, SCORES.skillWord);
   for (const [id, ids] of c.bySkillId) if (id !== q && id.startsWith(q)) bump(m, ids, SCORES.skillPrefix);
   bump(m, c.bySkillId.get(q), SCORES.exactSkill);
   return m;
