@@ -100,7 +100,9 @@ describe('credentials: rotation and revocation', () => {
     const svc = await connectService(parley);
     const events: ParleyEvent[] = [];
     const sub = svc.subscribe('parley.evt.governance.>', {
-      callback: (_e, m) => events.push(ParleyEvent.parse(m.json())),
+      callback: (_e, m) => {
+        events.push(ParleyEvent.parse(m.json()));
+      },
     });
     await svc.flush();
 

@@ -28,7 +28,9 @@ describe('presence and work status', () => {
     parley = await startParley({ backbone: { presenceTtlMs: TTL } });
     svc = await connectService(parley);
     svc.subscribe('parley.evt.presence.>', {
-      callback: (_e, m) => events.push(ParleyEvent.parse(m.json())),
+      callback: (_e, m) => {
+        events.push(ParleyEvent.parse(m.json()));
+      },
     });
     await svc.flush();
   });

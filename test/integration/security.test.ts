@@ -123,7 +123,11 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
   it('refuses publishing under another participant’s parley.in. prefix', async () => {
     const { nc, errors } = await rawConnect(parley, alice.id, alice.creds);
     const seen: string[] = [];
-    const spy = svc.subscribe(`parley.in.${bob.id}.>`, { callback: (_e, m) => seen.push(m.subject) });
+    const spy = svc.subscribe(`parley.in.${bob.id}.>`, {
+      callback: (_e, m) => {
+        seen.push(m.subject);
+      },
+    });
     await svc.flush();
     nc.publish(subjects.send(bob.id), '{}');
     nc.publish(subjects.presence(bob.id), '{}');

@@ -11,21 +11,19 @@
 import {
   createAccount,
   createOperator,
-  createUser,
   decode,
   encodeAccount,
   encodeOperator,
   encodeUser,
   fmtCreds,
   fromPublic,
-  fromSeed,
   newScopedSigner,
 } from '@nats-io/jwt';
 import { isServiceId, ParleyError, participantPermissionTemplate, serviceId } from '@parley/contracts';
 import * as z from 'zod';
+import { nativeCreateUser, nativeFromSeed } from './native-keys.js';
 
 const dec = new TextDecoder();
-const enc = new TextEncoder();
 
 /** The role name of the participant signing key in the account JWT. */
 export const PARTICIPANT_ROLE = 'participant';
@@ -59,7 +57,8 @@ export function createKeyMaterial(operatorName = 'parley'): KeyMaterial {
   };
 }
 
-const kp = (seed: string) => fromSeed(enc.encode(seed));
+// Native Ed25519 signing: see native-keys.ts for why.
+const kp = (seed: string) => nativeFromSeed(seed);
 const pub = (seed: string) => kp(seed).getPublicKey();
 
 /** Public keys of the material. */
@@ -193,7 +192,7 @@ export interface MintedCreds {
  */
 export async function mintServiceCreds(m: KeyMaterial, name: string): Promise<MintedCreds> {
   const id = isServiceId(name) ? name : serviceId(name);
-  const user = createUser();
+  const user = nativeCreateUser();
   const jwt = await encodeUser(id, user, pub(m.accountSeed), {}, { signer: kp(m.serviceSigningSeed) });
   return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
 }
@@ -211,7 +210,7 @@ export async function mintParticipantCreds(
   if (!/^(usr|agt)_[0-9A-Z]{26}$/.test(participantId)) {
     throw new ParleyError('INVALID_ARGUMENT', `not a participant id: ${participantId}`);
   }
-  const user = createUser();
+  const user = nativeCreateUser();
   const jwt = await encodeUser(
     participantId,
     user,
@@ -228,7 +227,7 @@ export async function mintParticipantCreds(
 
 /** Mints the system account user (for pushing account JWT updates to the server). */
 export async function mintSystemCreds(m: KeyMaterial): Promise<MintedCreds> {
-  const user = createUser();
+  const user = nativeCreateUser();
   const jwt = await encodeUser('sys', user, kp(m.systemAccountSeed));
   return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
 }
