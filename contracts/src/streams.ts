@@ -7,7 +7,19 @@ export const streams = {
   events: 'PARLEY_EVENTS',
   audit: 'PARLEY_AUDIT',
   dlq: 'PARLEY_DLQ',
+  advisories: 'PARLEY_ADVISORIES',
 } as const;
+
+/**
+ * The JetStream advisories that make a dead letter: a delivery went past its consumer's max
+ * deliveries (the recipient kept crashing or timing out), or the recipient's SDK terminated it
+ * after its last allowed attempt failed. Kept in PARLEY_ADVISORIES, so a dead letter is recorded
+ * even when no rooms replica was up at that moment.
+ */
+export const deadLetterAdvisories = (consumer = '*') => [
+  `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${streams.inbox}.${consumer}`,
+  `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${streams.inbox}.${consumer}`,
+];
 
 /** KV bucket names. */
 export const buckets = {
@@ -150,6 +162,13 @@ export function streamDefinitions(options: BackboneOptions = {}): StreamDefiniti
       maxAgeMs: 0,
       denyDelete: true,
       denyPurge: true,
+    },
+    {
+      ...base,
+      name: streams.advisories,
+      description: 'JetStream advisories Parley acts on: inbox deliveries past max deliveries (→ DLQ).',
+      subjects: deadLetterAdvisories(),
+      maxAgeMs: o.dlqMaxAgeMs,
     },
     {
       ...base,

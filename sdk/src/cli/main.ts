@@ -12,6 +12,7 @@ import { registerAgentCommands } from './commands/agent.js';
 import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerOrgCommands } from './commands/org.js';
+import { registerRoomCommands } from './commands/rooms.js';
 import { registerUserCommands } from './commands/user.js';
 import { createContext, type Io } from './context.js';
 
@@ -42,6 +43,7 @@ export function buildProgram(
   registerUserCommands(program, ctx);
   registerAgentCommands(program, ctx);
   registerDiscoverCommands(program, ctx);
+  registerRoomCommands(program, ctx);
   return program;
 }
 

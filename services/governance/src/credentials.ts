@@ -17,7 +17,7 @@ import {
   policyKeys,
   RevokedUserKey,
 } from '@parley/contracts';
-import { isKvConflict, type Logger, publishAudit, publishEvent, snapshotKv } from '@parley/kit';
+import { appendAudit, isKvConflict, type Logger, publishEvent, snapshotKv } from '@parley/kit';
 import { type AccountSigner, type MintedCreds, signAccountJwt } from './operator.js';
 
 /** How governance pushes account JWT updates to the NATS server. */
@@ -155,7 +155,7 @@ export function createCredentials(deps: CredentialsDeps) {
   }
 
   async function audit(action: string, actor: PrincipalId, target: string, data: Record<string, unknown>) {
-    await publishAudit(js, { domain: 'credentials', action, actor, target, data });
+    await appendAudit(js, { domain: 'credentials', action, actor, target, data });
   }
 
   return {
@@ -181,9 +181,7 @@ export function createCredentials(deps: CredentialsDeps) {
       const revoked = await revokeKeys(participant, 'rotated', minted);
       await pushRevocations();
       await audit('rotate', actor, participant, { userPublicKey: minted.userPublicKey, revoked });
-      await publishEvent(js, {
-        domain: 'governance',
-        kind: 'credentials.rotated',
+      await publishEvent(js, 'governance', 'credentials.rotated', {
         actor,
         subject: participant,
         data: { revokedKeys: revoked.length },
@@ -204,9 +202,7 @@ export function createCredentials(deps: CredentialsDeps) {
       const revoked = await revokeKeys(participant, 'revoked');
       await pushRevocations();
       await audit('revoke', actor, participant, { reason, revoked });
-      await publishEvent(js, {
-        domain: 'governance',
-        kind: 'credentials.revoked',
+      await publishEvent(js, 'governance', 'credentials.revoked', {
         actor,
         subject: participant,
         data: { reason, revokedKeys: revoked.length },

@@ -80,9 +80,7 @@ export function createPresence(deps: PresenceDeps) {
   }
 
   async function announce(id: string, from: PresenceT, to: PresenceT, eventId?: string, at?: string) {
-    await publishEvent(deps.js, {
-      domain: 'presence',
-      kind: 'changed',
+    await publishEvent(deps.js, 'presence', 'changed', {
       subject: id,
       ...(eventId ? { id: eventId } : {}),
       ...(at ? { at } : {}),
@@ -90,9 +88,7 @@ export function createPresence(deps: PresenceDeps) {
     });
     const owner = deps.ownerOf(id);
     if (to.state === 'needs_input' && from.state !== 'needs_input') {
-      await publishEvent(deps.js, {
-        domain: 'presence',
-        kind: 'needs_input',
+      await publishEvent(deps.js, 'presence', 'needs_input', {
         subject: id,
         data: { ...(owner ? { owner } : {}), ...(to.activity ? { activity: to.activity } : {}) },
       });

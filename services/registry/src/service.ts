@@ -167,7 +167,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
   }
 
   async function event(kind: string, actor: string, subject: string, data: Record<string, unknown> = {}) {
-    await publishEvent(store().js, { domain: 'registry', kind, actor: actor as PrincipalId, subject, data });
+    await publishEvent(store().js, 'registry', kind, { actor, subject, data });
   }
 
   // ---- presence heartbeats ----

@@ -4,6 +4,7 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type BackboneOptions, serviceId } from '@parley/contracts';
 import {
@@ -19,11 +20,12 @@ import {
   connectNats,
   createHealthServer,
   ensureBackbone,
+  ensureInboxConsumer,
   type Logger,
   type ParleyService,
 } from '@parley/kit';
 import { createRegistryService } from '@parley/registry';
-import { createRoomsService } from '@parley/rooms';
+import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
 import { type Home, openHome } from './home.js';
 import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from './nats-server.js';
 
@@ -47,6 +49,8 @@ export interface StandaloneOptions {
   log: Logger;
   /** Stream/bucket sizing. */
   backbone?: BackboneOptions;
+  /** Rooms service settings (partitions and lease TTL follow `backbone` unless given). */
+  rooms?: Partial<RoomsConfig>;
 }
 
 /** A running backbone. */
@@ -56,6 +60,13 @@ export interface Standalone {
   home: Home;
   nats: NatsServerProcess;
   services: ParleyService[];
+  /** A JetStream manager on a service connection (setup work: inboxes, inspection). */
+  jsm: JetStreamManager;
+  /**
+   * Restarts nats-server with the same configuration and data (`kill: true` = SIGKILL, a crash).
+   * Services reconnect by themselves.
+   */
+  restartNats(options?: { kill?: boolean }): Promise<void>;
   /** Stops services, drains connections, stops nats-server. */
   stop(): Promise<void>;
 }
@@ -93,7 +104,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     revocations: { ...keys.revocations, ...(await pushedRevocations(paths.resolver, pub.account)) },
   });
   await writeFile(paths.operatorJwt, jwts.operator);
-  const nats = await startNatsServer({
+  const natsOptions = {
     bin,
     configPath: paths.natsConfig,
     logPath: paths.natsLog,
@@ -109,11 +120,13 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
       },
     },
-  });
+  };
+  let nats = await startNatsServer(natsOptions);
   const natsUrl = nats.url;
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
+  let jsm: JetStreamManager | undefined;
 
   const stop = async () => {
     for (const s of [...services].reverse())
@@ -146,6 +159,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     };
     const setup = await connectAs('standalone');
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
+    jsm = await jetstreamManager(setup);
+    // The local admin takes part like anyone else: it needs an inbox.
+    await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
     log.debug({ report }, 'backbone ready');
 
     const registry = createRegistryService({
@@ -163,7 +179,16 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       // Revocations: governance re-signs the account JWT and pushes it as the system user.
       accountUpdates: { signer: accountSigner(keys), systemNc: await connectSystem() },
     });
-    const rooms = createRoomsService({ nc: await connectAs('rooms'), log });
+    const rooms = createRoomsService({
+      nc: await connectAs('rooms'),
+      log,
+      config: roomsDefaults({
+        PARLEY_REPLICA_ID: 'standalone',
+        ...(o.backbone?.partitions ? { PARLEY_PARTITIONS: o.backbone.partitions } : {}),
+        ...(o.backbone?.leaseTtlMs ? { PARLEY_LEASE_TTL_MS: o.backbone.leaseTtlMs } : {}),
+        ...o.rooms,
+      }),
+    });
     for (const s of [registry, governance, rooms]) {
       await s.start();
       services.push(s);
@@ -182,7 +207,23 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     await stop();
     throw err;
   }
-  return { natsUrl, httpUrl: `http://${host}:${o.httpPort}`, home, nats, services, stop };
+  if (!jsm) throw new Error('unreachable: backbone not set up');
+  return {
+    natsUrl,
+    httpUrl: `http://${host}:${o.httpPort}`,
+    home,
+    get nats() {
+      return nats;
+    },
+    services,
+    jsm,
+    async restartNats({ kill = false } = {}) {
+      if (kill) await nats.kill9();
+      else await nats.stop();
+      nats = await startNatsServer(natsOptions);
+    },
+    stop,
+  };
 }
 
 /**
