@@ -30,7 +30,13 @@ export async function watchKv(kv: KV, options: WatchKvOptions): Promise<KvWatch>
   const consumer = (
     iter as unknown as { _data?: { info(cached: boolean): Promise<{ num_pending: number }> } }
   )._data;
-  const pending = consumer ? (await consumer.info(true)).num_pending : undefined;
+  const pending = consumer
+    ? (await consumer.info(true)).num_pending
+    : // Without that info: an empty bucket has nothing to replay; otherwise the last replayed
+      // entry (delta 0) marks the end.
+      (await kv.status()).values === 0
+      ? 0
+      : undefined;
   let markInitialized: () => void = () => undefined;
   const initialized = new Promise<void>((resolve) => {
     markInitialized = resolve;
