@@ -83,8 +83,11 @@ describe('presence and work status', () => {
     // A clean close says offline at once; reconnecting is online again.
     const again = await connectTo(parley, creds, { presence: { intervalMs: 200 } });
     await waitFor(async () => (await presenceOf())?.state === 'online', 'online again');
+    await again.presence.set('busy', 'last task');
     await again.close();
     await waitFor(async () => (await presenceOf())?.state === 'offline', 'offline after close', TTL / 2);
+    // The inventory still says what it did last.
+    assert.equal((await presenceOf())?.activity, 'last task');
 
     await ownerConn.close();
     await admin.close();

@@ -122,10 +122,12 @@ export function createPresence(deps: PresenceDeps) {
     /** Records a heartbeat of `id` and publishes the events its change calls for. */
     async heartbeat(id: PrincipalId, hb: PresenceHeartbeat & { state: PresenceT['state'] }): Promise<void> {
       const before = get(id);
+      // Going offline keeps the last activity line: the inventory shows what it was doing last.
+      const activity = hb.activity ?? (hb.state === 'offline' ? before.activity : undefined);
       const next: PresenceT = {
         state: hb.state,
         lastSeen: new Date(now()).toISOString(),
-        ...(hb.activity ? { activity: hb.activity } : {}),
+        ...(activity ? { activity } : {}),
       };
       const revision = await deps.kv.put(id, JSON.stringify(next));
       applyEntry({ key: id, revision, operation: 'PUT', json: () => next } as unknown as KvEntry);
