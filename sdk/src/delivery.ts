@@ -211,6 +211,12 @@ export class DeliveryEngine {
     }
     try {
       const last = this.#lastSeq.get(room) ?? (await this.options.cursorStore?.get(room));
+      if (last !== undefined && roomSeq <= last) {
+        // Handled before (e.g. by this agent before a crash, its ack lost): rooms are in order.
+        m.ack();
+        done();
+        return;
+      }
       if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
       await this.#dispatch({
         message,
