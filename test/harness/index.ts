@@ -229,5 +229,6 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
 }
 
 export * from './parley.js';
+export * from './participants.js';
 export * from './processes.js';
 export { waitFor } from './wait.js';
