@@ -25,7 +25,11 @@ export function peakRssMb(pid: number | undefined): number | undefined {
 /** Child process ids of `pid` (Linux). */
 export function childPids(pid: number): number[] {
   try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
   } catch {
     return [];
   }
@@ -47,7 +51,11 @@ export async function atRate(count: number, perSecond: number, send: (i: number)
 }
 
 /** Runs `count` async jobs with at most `window` in flight. */
-export async function windowed(count: number, window: number, job: (i: number) => Promise<unknown>): Promise<void> {
+export async function windowed(
+  count: number,
+  window: number,
+  job: (i: number) => Promise<unknown>,
+): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < count) await job(next++);
