@@ -20,6 +20,7 @@ import {
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
 import { type MicroService, respondError, toParleyError } from '@parley/kit';
+import type { PolicyCache } from './policy-cache.js';
 import type { RoomCache } from './room-cache.js';
 import { entryHeaders, senderOf } from './room-log.js';
 import type { RoomRecord } from './room-store.js';
@@ -29,6 +30,7 @@ export interface IngressDeps {
   js: JetStreamClient;
   jsm: JetStreamManager;
   rooms: RoomCache;
+  policy: PolicyCache;
   log: Logger;
   maxMessageBytes: number;
   hopLimit: number;
@@ -60,6 +62,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
       const sender = callerOf(msg.subject);
       if (!isParticipantId(sender))
         throw new ParleyError('UNAUTHENTICATED', `${sender} is not a participant`);
+      deps.policy.check(sender);
       const req = decodeJson(SendRequest, msg.data, { maxBytes: deps.maxMessageBytes, what: 'message' });
       if (req.hop > deps.hopLimit) {
         throw new ParleyError('HOP_LIMIT', `hop ${req.hop} exceeds the limit of ${deps.hopLimit}`, {

@@ -1,7 +1,7 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { buckets, roomsApi } from '@parley/contracts';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { buckets, roomsApi, subjects } from '@parley/contracts';
 import {
   bind,
   createMicroService,
@@ -16,6 +16,7 @@ import { createDeadLetters } from './dlq.js';
 import { createFanout } from './fanout.js';
 import { serveIngress } from './ingress.js';
 import { createParticipantDirectory } from './participants.js';
+import { createPolicyCache, type PolicyCache } from './policy-cache.js';
 import { createRoomCache, type RoomCache } from './room-cache.js';
 
 /** What the rooms service needs. */
@@ -31,6 +32,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
   const log = deps.log.child({ component: 'rooms' });
   let micro: MicroService | undefined;
   let cache: RoomCache | undefined;
+  let policy: PolicyCache | undefined;
+  let deregistrations: Subscription | undefined;
   let fanout: ReturnType<typeof createFanout> | undefined;
   let deadLetters: ReturnType<typeof createDeadLetters> | undefined;
   let started = false;
@@ -44,6 +47,12 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       const rooms = await kvm.open(buckets.rooms);
       const leases = await kvm.open(buckets.leases);
       const participants = createParticipantDirectory(jsm);
+      // A deregistered participant's inbox is gone: stop treating it as known.
+      deregistrations = deps.nc.subscribe(subjects.event('registry', 'agent.deregistered'), {
+        callback: (err, msg) => {
+          if (!err) participants.forget(msg.json<{ subject?: string }>().subject ?? '');
+        },
+      });
       const control = createControlPlane({
         js,
         jsm,
@@ -76,10 +85,12 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       );
       if (config.PARLEY_INGRESS) {
         cache = await createRoomCache(rooms, log);
+        policy = await createPolicyCache(await kvm.open(buckets.policy), log);
         serveIngress(micro, {
           js,
           jsm,
           rooms: cache,
+          policy,
           log,
           maxMessageBytes: config.PARLEY_MAX_MESSAGE_BYTES,
           hopLimit: config.PARLEY_HOP_LIMIT,
@@ -109,6 +120,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       await deadLetters?.stop();
       await fanout?.stop();
       await cache?.stop();
+      policy?.stop();
+      deregistrations?.unsubscribe();
     },
     ready: () => started,
     ownedPartitions: () => fanout?.owned() ?? [],

@@ -70,7 +70,7 @@ out(
 out();
 let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
 if (opts.demo) {
-  demo = await startDemo({ natsUrl: standalone.natsUrl, home, jsm: standalone.jsm, out });
+  demo = await startDemo({ natsUrl: standalone.natsUrl, home, out });
   await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
   out();
 }
