@@ -241,4 +241,7 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+export { freePort } from '@parley/standalone';
+export * from './otlp.js';
 export * from './parley.js';
+export * from './prometheus.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BackboneOptions } from '@parley/contracts';
 import { type Logger, silentLogger } from '@parley/kit';
-import { freePort, type Standalone, startStandalone } from '@parley/standalone';
+import { freePort, type Standalone, type StandaloneOptions, startStandalone } from '@parley/standalone';
 
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
 export interface TestParley extends Standalone {
@@ -13,7 +13,13 @@ export interface TestParley extends Standalone {
 
 /** Starts the standalone backbone on free ports in a temporary home. */
 export async function startParley(
-  options: { backbone?: BackboneOptions; log?: Logger } = {},
+  options: {
+    backbone?: BackboneOptions;
+    log?: Logger;
+    /** `OTEL_*` settings, e.g. `loadTelemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })`. */
+    telemetry?: StandaloneOptions['telemetry'];
+    telemetryBatch?: StandaloneOptions['telemetryBatch'];
+  } = {},
 ): Promise<TestParley> {
   const home = await mkdtemp(join(tmpdir(), 'parley-home-'));
   try {
@@ -23,6 +29,8 @@ export async function startParley(
       httpPort: await freePort(),
       log: options.log ?? silentLogger(),
       ...(options.backbone ? { backbone: options.backbone } : {}),
+      ...(options.telemetry ? { telemetry: options.telemetry } : {}),
+      ...(options.telemetryBatch ? { telemetryBatch: options.telemetryBatch } : {}),
     });
     return {
       ...parley,

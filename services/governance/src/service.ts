@@ -1,10 +1,17 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { governanceApi } from '@parley/contracts';
-import { bind, createMicroService, type Logger, type ParleyService, serveApis } from '@parley/kit';
+import {
+  bind,
+  createMicroService,
+  type Logger,
+  type ParleyService,
+  type ServiceTelemetry,
+  serveApis,
+} from '@parley/kit';
 import { mintParticipantCreds } from './operator.js';
 
 /** What the governance service needs. */
-export interface GovernanceDeps {
+export interface GovernanceDeps extends ServiceTelemetry {
   nc: NatsConnection;
   log: Logger;
   config: {
@@ -39,7 +46,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService {
             return { creds: minted.creds, userPublicKey: minted.userPublicKey };
           }),
         ],
-        { service: 'governance', queue: 'governance', log },
+        { service: 'governance', queue: 'governance', log, tracer: deps.tracer, metrics: deps.metrics },
       );
       started = true;
     },

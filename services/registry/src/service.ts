@@ -11,10 +11,17 @@ import {
   registryApi,
   type WhoAmI,
 } from '@parley/contracts';
-import { bind, createMicroService, type Logger, type ParleyService, serveApis } from '@parley/kit';
+import {
+  bind,
+  createMicroService,
+  type Logger,
+  type ParleyService,
+  type ServiceTelemetry,
+  serveApis,
+} from '@parley/kit';
 
 /** What the registry needs. */
-export interface RegistryDeps {
+export interface RegistryDeps extends ServiceTelemetry {
   nc: NatsConnection;
   log: Logger;
 }
@@ -77,6 +84,8 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
         service: 'registry',
         queue: 'registry',
         log,
+        tracer: deps.tracer,
+        metrics: deps.metrics,
       });
       started = true;
     },

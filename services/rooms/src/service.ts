@@ -1,8 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { createMicroService, type Logger, type ParleyService, serveApis } from '@parley/kit';
+import {
+  createMicroService,
+  type Logger,
+  type ParleyService,
+  type ServiceTelemetry,
+  serveApis,
+} from '@parley/kit';
 
 /** What the rooms service needs. */
-export interface RoomsDeps {
+export interface RoomsDeps extends ServiceTelemetry {
   nc: NatsConnection;
   log: Logger;
 }
@@ -20,7 +26,13 @@ export function createRoomsService(deps: RoomsDeps): ParleyService {
         version: '0.1.0',
         description: 'Rooms, membership, the message ingress and the fan-out.',
       });
-      serveApis(micro, [], { service: 'rooms', queue: 'rooms', log });
+      serveApis(micro, [], {
+        service: 'rooms',
+        queue: 'rooms',
+        log,
+        tracer: deps.tracer,
+        metrics: deps.metrics,
+      });
       started = true;
     },
     async stop() {

@@ -9,9 +9,14 @@ import { createGovernanceService, mintServiceCreds, publicKeys, signServerJwts }
 import {
   connectNats,
   createHealthServer,
+  createMetrics,
   ensureBackbone,
   type Logger,
+  type ParleyMetrics,
   type ParleyService,
+  startTelemetry,
+  type Telemetry,
+  type TelemetryConfig,
 } from '@parley/kit';
 import { createRegistryService } from '@parley/registry';
 import { createRoomsService } from '@parley/rooms';
@@ -38,6 +43,14 @@ export interface StandaloneOptions {
   log: Logger;
   /** Stream/bucket sizing. */
   backbone?: BackboneOptions;
+  /**
+   * The `OTEL_*` settings. Each service exports as `parley-<service>`; the process itself (the SDK
+   * path, e.g. the demo) as `OTEL_SERVICE_NAME` or `parley-standalone`. Absent: no telemetry is
+   * started at all (the API stays a no-op).
+   */
+  telemetry?: TelemetryConfig;
+  /** Batch export settings (tests shorten the delay). */
+  telemetryBatch?: Parameters<typeof startTelemetry>[0]['batch'];
 }
 
 /** A running backbone. */
@@ -47,7 +60,11 @@ export interface Standalone {
   home: Home;
   nats: NatsServerProcess;
   services: ParleyService[];
-  /** Stops services, drains connections, stops nats-server. */
+  /** Every service's metrics, served together on `/metrics`. */
+  metrics: ParleyMetrics;
+  /** The process's telemetry, when started with `telemetry` settings. */
+  telemetry: Telemetry | undefined;
+  /** Stops services, drains connections, stops nats-server, flushes telemetry. */
   stop(): Promise<void>;
 }
 
@@ -102,6 +119,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
+  // One registry for every service in the process: one /metrics shows them all.
+  const metrics = createMetrics();
+  let telemetry: Telemetry | undefined;
 
   const stop = async () => {
     for (const s of [...services].reverse())
@@ -109,9 +129,22 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     await Promise.allSettled(connections.map((nc) => nc.drain()));
     await http?.close();
     await nats.stop();
+    await telemetry?.shutdown();
   };
 
   try {
+    if (o.telemetry) {
+      telemetry = await startTelemetry({
+        config: o.telemetry,
+        serviceName: 'parley-standalone',
+        log,
+        ...(o.telemetryBatch ? { batch: o.telemetryBatch } : {}),
+      });
+    }
+    const observe = (name: string) => ({
+      ...(telemetry ? { tracer: telemetry.tracer(name) } : {}),
+      metrics,
+    });
     const connectAs = async (name: string) => {
       const creds = await mintServiceCreds(keys, name);
       const nc = await connectNats({
@@ -127,16 +160,17 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
     log.debug({ report }, 'backbone ready');
 
-    const registry = createRegistryService({ nc: await connectAs('registry'), log });
+    const registry = createRegistryService({ nc: await connectAs('registry'), log, ...observe('registry') });
     const governance = createGovernanceService({
       nc: await connectAs('governance'),
       log,
+      ...observe('governance'),
       config: {
         PARLEY_ACCOUNT_PUBLIC_KEY: pub.account,
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
       },
     });
-    const rooms = createRoomsService({ nc: await connectAs('rooms'), log });
+    const rooms = createRoomsService({ nc: await connectAs('rooms'), log, ...observe('rooms') });
     for (const s of [registry, governance, rooms]) {
       await s.start();
       services.push(s);
@@ -149,11 +183,12 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         nats: () => nats.pid !== undefined && !setup.isClosed(),
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
       },
+      metrics,
     });
     await http.listen({ host, port: o.httpPort });
   } catch (err) {
     await stop();
     throw err;
   }
-  return { natsUrl, httpUrl: `http://${host}:${o.httpPort}`, home, nats, services, stop };
+  return { natsUrl, httpUrl: `http://${host}:${o.httpPort}`, home, nats, services, metrics, telemetry, stop };
 }
