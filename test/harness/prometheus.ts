@@ -30,10 +30,13 @@ const SUFFIXES: Record<PromFamily['type'], string[]> = {
   summary: ['', '_sum', '_count'],
 };
 
+// Prometheus reads values with Go's strconv.ParseFloat: NaN and Inf in any case (prom-client
+// writes "Nan" for a gauge that has no value yet).
 function parseValue(text: string, line: number): number {
-  if (text === '+Inf') return Number.POSITIVE_INFINITY;
-  if (text === '-Inf') return Number.NEGATIVE_INFINITY;
-  if (text === 'NaN') return Number.NaN;
+  const lower = text.toLowerCase();
+  if (lower === '+inf' || lower === 'inf') return Number.POSITIVE_INFINITY;
+  if (lower === '-inf') return Number.NEGATIVE_INFINITY;
+  if (lower === 'nan') return Number.NaN;
   const n = Number(text);
   if (text === '' || Number.isNaN(n)) throw new Error(`line ${line}: bad value ${JSON.stringify(text)}`);
   return n;
