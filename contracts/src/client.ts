@@ -138,15 +138,14 @@ export async function request<M extends ApiMethod>(
       [traceAttributes.caller]: callerId,
     });
   }
+  // Nothing to propagate (no trace, no baggage): skip building a context and touching headers.
+  const propagate =
+    api.isSpanContextValid(span.spanContext()) || api.propagation.getBaggage(parent) !== undefined;
+  const headers = propagate
+    ? injectContext(options.headers, api.trace.setSpan(parent, span))
+    : options.headers;
   try {
-    return await send(
-      nc,
-      subject,
-      data,
-      method,
-      options,
-      injectContext(options.headers, api.trace.setSpan(parent, span)),
-    );
+    return await send(nc, subject, data, method, options, headers);
   } catch (err) {
     recordSpanError(span, err);
     throw err;
