@@ -19,7 +19,7 @@ import {
   type TelemetryConfig,
 } from '@parley/kit';
 import { createRegistryService } from '@parley/registry';
-import { createRoomsService } from '@parley/rooms';
+import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
 import { type Home, openHome } from './home.js';
 import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from './nats-server.js';
 
@@ -51,6 +51,8 @@ export interface StandaloneOptions {
   telemetry?: TelemetryConfig;
   /** Batch export settings (tests shorten the delay). */
   telemetryBatch?: Parameters<typeof startTelemetry>[0]['batch'];
+  /** Rooms service settings (partitions and lease TTL follow `backbone` unless given). */
+  rooms?: Partial<RoomsConfig>;
 }
 
 /** A running backbone. */
@@ -170,7 +172,17 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
       },
     });
-    const rooms = createRoomsService({ nc: await connectAs('rooms'), log, ...observe('rooms') });
+    const rooms = createRoomsService({
+      nc: await connectAs('rooms'),
+      log,
+      ...observe('rooms'),
+      config: roomsDefaults({
+        PARLEY_REPLICA_ID: 'standalone',
+        ...(o.backbone?.partitions ? { PARLEY_PARTITIONS: o.backbone.partitions } : {}),
+        ...(o.backbone?.leaseTtlMs ? { PARLEY_LEASE_TTL_MS: o.backbone.leaseTtlMs } : {}),
+        ...o.rooms,
+      }),
+    });
     for (const s of [registry, governance, rooms]) {
       await s.start();
       services.push(s);
