@@ -9,6 +9,7 @@
 import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { registerIdentityCommands } from './commands/identity.js';
+import { registerRoomCommands } from './commands/rooms.js';
 import { createContext, type Io } from './context.js';
 
 export { defaultCreds, type Io } from './context.js';
@@ -34,6 +35,7 @@ export function buildProgram(
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
   const ctx = createContext(io, env);
   registerIdentityCommands(program, ctx);
+  registerRoomCommands(program, ctx);
   return program;
 }
 

@@ -3,6 +3,7 @@
  * service in this process, and the health endpoint. `npm start` runs it through main.ts.
  */
 import { writeFile } from 'node:fs/promises';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type BackboneOptions, serviceId } from '@parley/contracts';
 import { createGovernanceService, mintServiceCreds, publicKeys, signServerJwts } from '@parley/governance';
@@ -11,6 +12,7 @@ import {
   createHealthServer,
   createMetrics,
   ensureBackbone,
+  ensureInboxConsumer,
   type Logger,
   type ParleyMetrics,
   type ParleyService,
@@ -66,6 +68,13 @@ export interface Standalone {
   metrics: ParleyMetrics;
   /** The process's telemetry, when started with `telemetry` settings. */
   telemetry: Telemetry | undefined;
+  /** A JetStream manager on a service connection (setup work: inboxes, inspection). */
+  jsm: JetStreamManager;
+  /**
+   * Restarts nats-server with the same configuration and data (`kill: true` = SIGKILL, a crash).
+   * Services reconnect by themselves.
+   */
+  restartNats(options?: { kill?: boolean }): Promise<void>;
   /** Stops services, drains connections, stops nats-server, flushes telemetry. */
   stop(): Promise<void>;
 }
@@ -100,7 +109,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const jwts = await signServerJwts(keys);
   const pub = publicKeys(keys);
   await writeFile(paths.operatorJwt, jwts.operator);
-  const nats = await startNatsServer({
+  const natsOptions = {
     bin,
     configPath: paths.natsConfig,
     logPath: paths.natsLog,
@@ -116,7 +125,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
       },
     },
-  });
+  };
+  let nats = await startNatsServer(natsOptions);
   const natsUrl = nats.url;
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
@@ -124,6 +134,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   // One registry for every service in the process: one /metrics shows them all.
   const metrics = createMetrics();
   let telemetry: Telemetry | undefined;
+  let jsm: JetStreamManager | undefined;
 
   const stop = async () => {
     for (const s of [...services].reverse())
@@ -160,6 +171,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     };
     const setup = await connectAs('standalone');
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
+    jsm = await jetstreamManager(setup);
+    // The local admin takes part like anyone else: it needs an inbox.
+    await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
     log.debug({ report }, 'backbone ready');
 
     const registry = createRegistryService({ nc: await connectAs('registry'), log, ...observe('registry') });
@@ -202,5 +216,23 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     await stop();
     throw err;
   }
-  return { natsUrl, httpUrl: `http://${host}:${o.httpPort}`, home, nats, services, metrics, telemetry, stop };
+  if (!jsm) throw new Error('unreachable: backbone not set up');
+  return {
+    natsUrl,
+    httpUrl: `http://${host}:${o.httpPort}`,
+    home,
+    get nats() {
+      return nats;
+    },
+    services,
+    metrics,
+    telemetry,
+    jsm,
+    async restartNats({ kill = false } = {}) {
+      if (kill) await nats.kill9();
+      else await nats.stop();
+      nats = await startNatsServer(natsOptions);
+    },
+    stop,
+  };
 }
