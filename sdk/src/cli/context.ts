@@ -52,7 +52,8 @@ export function createContext(io: Io, env: Record<string, string | undefined>): 
           `no --as given and no local admin creds at ${creds}: start Parley with npm start, or pass --as <file.creds>`,
         );
       }
-      const agent = await connect({ ...options, servers: g.server, creds });
+      // A command is not the participant being present: no heartbeats.
+      const agent = await connect({ presence: false, ...options, servers: g.server, creds });
       try {
         return await fn(agent, g);
       } finally {

@@ -2,11 +2,20 @@
  * The local backbone: a nats-server child in operator mode, the streams and buckets, every Parley
  * service in this process, and the health endpoint. `npm start` runs it through main.ts.
  */
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type BackboneOptions, serviceId } from '@parley/contracts';
-import { createGovernanceService, mintServiceCreds, publicKeys, signServerJwts } from '@parley/governance';
+import {
+  accountSigner,
+  createGovernanceService,
+  mintServiceCreds,
+  mintSystemCreds,
+  publicKeys,
+  revocationsOf,
+  signServerJwts,
+} from '@parley/governance';
 import {
   connectNats,
   createHealthServer,
@@ -106,8 +115,11 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   }
   const home = await openHome(o.home);
   const { paths, keys } = home;
-  const jwts = await signServerJwts(keys);
   const pub = publicKeys(keys);
+  const jwts = await signServerJwts({
+    ...keys,
+    revocations: { ...keys.revocations, ...(await pushedRevocations(paths.resolver, pub.account)) },
+  });
   await writeFile(paths.operatorJwt, jwts.operator);
   const natsOptions = {
     bin,
@@ -169,6 +181,15 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       connections.push(nc);
       return nc;
     };
+    const connectSystem = async () => {
+      const nc = await connectNats({
+        servers: natsUrl,
+        name: 'parley-system',
+        creds: new TextEncoder().encode((await mintSystemCreds(keys)).creds),
+      });
+      connections.push(nc);
+      return nc;
+    };
     const setup = await connectAs('standalone');
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
     jsm = await jetstreamManager(setup);
@@ -176,7 +197,12 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
     log.debug({ report }, 'backbone ready');
 
-    const registry = createRegistryService({ nc: await connectAs('registry'), log, ...observe('registry') });
+    const registry = createRegistryService({
+      nc: await connectAs('registry'),
+      log,
+      ...observe('registry'),
+      ...(o.backbone ? { backbone: o.backbone } : {}),
+    });
     const governance = createGovernanceService({
       nc: await connectAs('governance'),
       log,
@@ -185,6 +211,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         PARLEY_ACCOUNT_PUBLIC_KEY: pub.account,
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
       },
+      // Revocations: governance re-signs the account JWT and pushes it as the system user.
+      accountUpdates: { signer: accountSigner(keys), systemNc: await connectSystem() },
     });
     const rooms = createRoomsService({
       nc: await connectAs('rooms'),
@@ -235,4 +263,14 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     },
     stop,
   };
+}
+
+/**
+ * The revocations in the account JWT the full resolver kept from the last run. The preload is signed
+ * anew at every start, so it is newer than what was pushed at runtime and would replace it: without
+ * carrying these over, a restart would let revoked creds connect again until governance re-pushes.
+ */
+async function pushedRevocations(resolverDir: string, account: string): Promise<Record<string, number>> {
+  const jwt = await readFile(join(resolverDir, `${account}.jwt`), 'utf8').catch(() => undefined);
+  return jwt ? revocationsOf(jwt) : {};
 }

@@ -17,11 +17,31 @@ function partText(p: Part): string {
   return `[file ${p.name}${p.url ? ` ${p.url}` : ''}]`;
 }
 
+const CHANGES: Record<string, string> = {
+  joined: 'joined',
+  left: 'left',
+  removed: 'was removed',
+  updated: 'changed role or delivery filter',
+  created: 'created the room',
+  closed: 'closed the room',
+  paused: 'paused the room for agents',
+  resumed: 'resumed the room',
+};
+
+/** A room event (membership or room change) in words, e.g. `usr_… joined (member)`. */
+function describeEvent(m: RoomMessage): string {
+  const data = m.parts.find((p) => p.type === 'data')?.data ?? {};
+  const change = CHANGES[String(data.change)] ?? String(data.change);
+  if (m.kind === 'membership') return `${String(data.member)} ${change} (${String(data.role)})`;
+  return `${change}${data.title ? ` "${String(data.title)}"` : ''}`;
+}
+
 /** How a message is printed: `[room] #seq sender (kind): text`. */
 export function formatMessage(seq: number, m: RoomMessage, showRoom = true): string {
+  const where = `${showRoom ? `[${m.room}] ` : ''}#${seq}`;
+  if (m.kind === 'membership' || m.kind === 'room') return `${where} ${m.sender.id} · ${describeEvent(m)}`;
   const kind = m.kind === 'message' ? '' : ` (${m.kind})`;
-  const text = m.parts.map(partText).join(' ');
-  return `${showRoom ? `[${m.room}] ` : ''}#${seq} ${m.sender.id}${kind}: ${text}`;
+  return `${where} ${m.sender.id}${kind}: ${m.parts.map(partText).join(' ')}`;
 }
 
 function formatRoom(r: Room): string {
