@@ -8,7 +8,7 @@ import { mintParticipantCreds, mintServiceCreds, publicKeys } from '@parley/gove
 import { ensureInboxConsumer, type Logger, silentLogger } from '@parley/kit';
 import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';
-import { freePort, type Standalone, startStandalone } from '@parley/standalone';
+import { freePort, type Standalone, type StandaloneOptions, startStandalone } from '@parley/standalone';
 
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
 export interface TestParley extends Standalone {
@@ -30,6 +30,10 @@ export interface StartParleyOptions {
   backbone?: BackboneOptions;
   rooms?: Partial<RoomsConfig>;
   log?: Logger;
+  /** `OTEL_*` settings, e.g. `loadTelemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })`. */
+  telemetry?: StandaloneOptions['telemetry'];
+  /** Batch export settings (tests shorten the delay). */
+  telemetryBatch?: StandaloneOptions['telemetryBatch'];
 }
 
 /** Starts the standalone backbone on free ports in a temporary home. */
@@ -44,6 +48,8 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       log: options.log ?? silentLogger(),
       ...(options.backbone ? { backbone: options.backbone } : {}),
       ...(options.rooms ? { rooms: options.rooms } : {}),
+      ...(options.telemetry ? { telemetry: options.telemetry } : {}),
+      ...(options.telemetryBatch ? { telemetryBatch: options.telemetryBatch } : {}),
     });
     const running = parley;
     const keys = running.home.keys;

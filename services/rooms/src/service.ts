@@ -8,6 +8,7 @@ import {
   type Logger,
   type MicroService,
   type ParleyService,
+  type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
 import type { RoomsConfig } from './config.js';
@@ -20,7 +21,7 @@ import { createPolicyCache, type PolicyCache } from './policy-cache.js';
 import { createRoomCache, type RoomCache } from './room-cache.js';
 
 /** What the rooms service needs. */
-export interface RoomsDeps {
+export interface RoomsDeps extends ServiceTelemetry {
   nc: NatsConnection;
   log: Logger;
   config: RoomsConfig;
@@ -81,7 +82,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           bind(roomsApi.close, (req, ctx) => control.close(req, ctx.caller)),
           bind(roomsApi.history, (req, ctx) => control.history(req, ctx.caller)),
         ],
-        { service: 'rooms', queue: 'rooms', log },
+        { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics },
       );
       if (config.PARLEY_INGRESS) {
         cache = await createRoomCache(rooms, log);
