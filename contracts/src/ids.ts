@@ -13,6 +13,7 @@ export const idPrefixes = {
   contactRequest: 'creq',
   toolCall: 'tc',
   token: 'tok',
+  mcpToken: 'mtk',
   event: 'evt',
 } as const;
 
@@ -63,6 +64,13 @@ export type ToolCallId = z.infer<typeof ToolCallId>;
 /** A delegation token's id (`jti`), `tok_…`. */
 export const TokenId = named('TokenId', idSchema('token', 'Delegation token id (jti).'));
 export type TokenId = z.infer<typeof TokenId>;
+
+/** An access token of the MCP bridge's HTTP endpoint, `mtk_…` (its id, not its secret). */
+export const McpTokenId = named(
+  'McpTokenId',
+  idSchema('mcpToken', 'MCP access token id: mtk_ followed by a ULID.'),
+);
+export type McpTokenId = z.infer<typeof McpTokenId>;
 
 /** A participant is a human or an agent: both have an inbox and can be room members. */
 export const ParticipantId = named(

@@ -1,4 +1,5 @@
 export * from './api.js';
+export * from './bindings.js';
 export * from './client.js';
 export * from './codec.js';
 export * from './consent.js';

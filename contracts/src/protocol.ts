@@ -1,5 +1,6 @@
 import type * as z from 'zod';
 import type { ApiMethod } from './api.js';
+import { bindingsApi, mcpApi } from './bindings.js';
 import { consentApi } from './consent.js';
 import { AuditRecord, DeadLetter, eventCatalog, ParleyEvent } from './events.js';
 import { governanceApi, UsageReport } from './governance.js';
@@ -13,6 +14,8 @@ export const apis = {
   registry: registryApi,
   consent: consentApi,
   governance: governanceApi,
+  bindings: bindingsApi,
+  mcp: mcpApi,
 } as const;
 
 /** Every API method as a flat list. */

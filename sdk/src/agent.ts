@@ -17,6 +17,8 @@ import {
   type DeliveryEvent,
   type DeliveryOptions,
   DeliveryEngine as Engine,
+  type PullBatch,
+  type PullOptions,
 } from './delivery.js';
 import { Directory } from './directory.js';
 import { PresenceReporter } from './presence.js';
@@ -50,17 +52,23 @@ export class Agent {
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
   readonly #deliveryOptions: DeliveryOptions;
+  readonly #ownsConnection: boolean;
   #engine: DeliveryEngine | undefined;
   #listening: Promise<void> | undefined;
 
-  /** @internal use {@link connect} */
-  constructor(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions } = {}) {
+  /** @internal use {@link connect} or {@link attach} */
+  constructor(
+    nc: NatsConnection,
+    id: string,
+    options: { delivery?: DeliveryOptions; ownsConnection?: boolean } = {},
+  ) {
     this.nc = nc;
     this.id = id;
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
     this.#deliveryOptions = options.delivery ?? {};
+    this.#ownsConnection = options.ownsConnection ?? true;
   }
 
   /** Calls an API method as this participant. Refusals throw a ParleyError with a code. */
@@ -85,9 +93,34 @@ export class Agent {
    * "redeliver later" (in order). Await {@link Agent.listening} to know the consumer runs.
    */
   on(event: DeliveryEvent, handler: (delivery: Delivery) => unknown): this {
+    if (this.#deliveryOptions.mode === 'pull') {
+      throw new Error('this agent was connected with delivery mode "pull": use agent.pull(), not on()');
+    }
     this.#ensureEngine().on(event, handler);
     this.#listening ??= this.#startEngine();
     return this;
+  }
+
+  /**
+   * Starts consuming the inbox without a handler: in pull mode, deliveries queue up from then on
+   * (and `delivery.onQueued` sees each one). {@link Agent.on} and {@link Agent.pull} call it.
+   */
+  listen(): Promise<void> {
+    this.#listening ??= this.#startEngine();
+    return this.#listening;
+  }
+
+  /**
+   * Pull mode (`connect({ delivery: { mode: 'pull' } })`): waits for deliveries and hands them out
+   * in order, unacknowledged, as a batch; `batch.ack()` once they were passed on, `batch.release()`
+   * to get them again on the next pull. See {@link PullBatch}.
+   */
+  async pull(options: PullOptions = {}): Promise<PullBatch> {
+    if (this.#deliveryOptions.mode !== 'pull') {
+      throw new Error('agent.pull() needs connect({ delivery: { mode: "pull" } })');
+    }
+    await this.listen();
+    return this.#ensureEngine().pull(options);
   }
 
   /** Resolves once deliveries are being consumed (after the first {@link Agent.on}). */
@@ -129,12 +162,25 @@ export class Agent {
     }
   }
 
-  /** Stops handling deliveries (running handlers finish and ack), then drains the connection. */
+  /**
+   * Stops handling deliveries (running handlers finish and ack), then drains the connection (unless
+   * the agent was {@link attach}ed to a connection it does not own).
+   */
   async close(): Promise<void> {
     await this.presence.stop();
     await this.#engine?.close();
-    if (!this.nc.isClosed()) await this.nc.drain();
+    if (this.#ownsConnection && !this.nc.isClosed()) await this.nc.drain();
   }
+}
+
+/**
+ * Acts as participant `id` over an existing connection whose credentials may speak for it — a
+ * Parley service that serves participants (a gateway, the MCP bridge's HTTP endpoint). The NATS
+ * server checks nothing about `id` here: only trusted service code may do this. `close()` leaves
+ * the connection open.
+ */
+export function attach(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions } = {}): Agent {
+  return new Agent(nc, id, { ...options, ownsConnection: false });
 }
 
 /** Connects as the participant in `creds`. */

@@ -11,6 +11,16 @@
  *   away past the inbox cap) is backfilled from history before the message that revealed it;
  * - after a restart, deliveries its crashed predecessor held (unacknowledged) come back first: the
  *   engine holds newer ones until those redeliveries arrived (at most two ack waits).
+ *
+ * In **pull mode** (`mode: 'pull'`, for callers that hand messages on rather than handle them,
+ * like the MCP bridge's `wait_for_messages`) the same checks run, but a message that would go to a
+ * handler is queued instead, in order, still unacknowledged (and kept alive with `working()`).
+ * {@link DeliveryEngine.pull} hands out the oldest queued ones as a {@link PullBatch}; the caller
+ * acknowledges the batch once it has passed the messages on (`ack()`: positions to the cursor
+ * store first, then acks the server confirms), or gives them back (`release()`: the next pull
+ * returns them again, first). One batch is out at a time, so batches never overtake each other. A
+ * crash before `ack()` leaves them unacknowledged: the server redelivers them to the successor,
+ * before anything newer.
  */
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { headerNames, type RoomMessage, RoomMessage as RoomMessageSchema, roomOf } from '@parley/contracts';
@@ -38,8 +48,44 @@ export interface CursorStore {
   set(room: string, roomSeq: number): void | Promise<void>;
 }
 
+/** A delivery handed out by {@link DeliveryEngine.pull}, with the event it would have gone to. */
+export interface PulledDelivery extends Delivery {
+  event: DeliveryEvent;
+}
+
+/** Deliveries handed out together by {@link DeliveryEngine.pull}. */
+export interface PullBatch {
+  /** In order: room order within each room, inbox order across rooms. */
+  readonly deliveries: readonly PulledDelivery[];
+  /**
+   * The caller passed them on: records each room's last position in the cursor store, then
+   * acknowledges each message and waits for the server to confirm. They are never handed out again
+   * (a failure is reported to `onError`; a redelivery that follows is recognised and dropped).
+   */
+  ack(): Promise<void>;
+  /** The caller could not pass them on: the next pull returns them again, first, in order. */
+  release(): void;
+}
+
+/** Options of {@link DeliveryEngine.pull}. */
+export interface PullOptions {
+  /** Most deliveries in the batch. @default 50 */
+  max?: number;
+  /** Wait until a queued delivery satisfies this (then hand out the oldest, within `max`). @default any */
+  until?: (d: PulledDelivery) => boolean;
+  /** Stops waiting: the batch holds what is queued at that moment (maybe nothing). */
+  signal?: AbortSignal;
+}
+
 /** Options of the delivery engine. */
 export interface DeliveryOptions {
+  /**
+   * `handlers` (default): deliveries go to the handlers of `on()`; `pull`: they are queued for
+   * {@link DeliveryEngine.pull} and acknowledged when the caller acknowledges the batch.
+   */
+  mode?: 'handlers' | 'pull';
+  /** Called in pull mode each time a delivery is queued (e.g. to notify a subscriber). */
+  onQueued?: (d: PulledDelivery) => void;
   /** `sequential` (default): one message at a time; `per-room`: rooms in parallel, each in order. */
   concurrency?: 'sequential' | 'per-room';
   /** Hand this participant's own messages to its handlers too. @default false */
@@ -63,6 +109,12 @@ interface Lane {
 
 const SEEN_CAPACITY = 20_000;
 
+/** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
+interface Queued {
+  delivery: PulledDelivery;
+  msg?: JsMsg;
+}
+
 /** Runs handlers for one participant's inbox. */
 export class DeliveryEngine {
   readonly #handlers = new Map<DeliveryEvent, Handler[]>();
@@ -75,6 +127,10 @@ export class DeliveryEngine {
   #recovering: { upTo: number; expect: number; seen: number; timer: NodeJS.Timeout } | undefined;
   #maxDeliver = 5;
   #closed = false;
+  // Pull mode: queued in order, the batch handed out, and who waits for either to change.
+  readonly #ready: Queued[] = [];
+  #claimed: Queued[] | undefined;
+  #wakeups = new Set<() => void>();
 
   constructor(
     private readonly self: string,
@@ -115,18 +171,121 @@ export class DeliveryEngine {
     this.#keepalive = setInterval(
       () => {
         for (const lane of this.#lanes.values()) for (const m of lane.queue) m.working();
+        for (const q of [...this.#ready, ...(this.#claimed ?? [])]) q.msg?.working();
       },
       Math.max(500, Math.floor(ackWaitMs / 3)),
     );
   }
 
-  /** Stops consuming, lets running handlers finish (and ack), keeps nothing else. */
+  /**
+   * Stops consuming, lets running handlers finish (and ack), keeps nothing else. In pull mode what
+   * was queued or handed out and not acknowledged is nak'ed, so a successor gets it at once.
+   */
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#keepalive);
     if (this.#recovering) clearTimeout(this.#recovering.timer);
     await this.#messages?.close().catch(() => undefined);
     await Promise.allSettled([...this.#inflight]);
+    for (const q of [...(this.#claimed ?? []), ...this.#ready.splice(0)]) q.msg?.nak();
+    this.#claimed = undefined;
+    this.#wake();
+  }
+
+  /**
+   * Pull mode: waits until a queued delivery satisfies `until` (or any, by default), then hands out
+   * the oldest queued deliveries (at most `max`) as a batch. Only one batch is out at a
+   * time: a second pull waits until the first is acknowledged or released. An aborted `signal`
+   * (or {@link close}) ends the wait with what is queued then, possibly nothing.
+   */
+  async pull(options: PullOptions = {}): Promise<PullBatch> {
+    const max = Math.max(1, options.max ?? 50);
+    const until = options.until ?? (() => true);
+    const signal = options.signal;
+    const stop = () => this.#closed || signal?.aborted === true;
+    for (;;) {
+      if (!this.#claimed) {
+        const hit = this.#ready.findIndex((q) => until(q.delivery));
+        if (hit >= 0 || stop()) {
+          return this.#handOut(this.#ready.splice(0, max));
+        }
+      } else if (stop()) {
+        return this.#handOut([]);
+      }
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          this.#wakeups.delete(wake);
+          signal?.removeEventListener('abort', wake);
+          resolve();
+        };
+        this.#wakeups.add(wake);
+        signal?.addEventListener('abort', wake, { once: true });
+      });
+    }
+  }
+
+  #handOut(items: Queued[]): PullBatch {
+    if (items.length === 0) return { deliveries: [], ack: async () => undefined, release: () => undefined };
+    this.#claimed = items;
+    let settled = false;
+    const settle = () => {
+      if (settled) return false;
+      settled = true;
+      if (this.#claimed === items) this.#claimed = undefined;
+      return true;
+    };
+    return {
+      deliveries: items.map((q) => q.delivery),
+      ack: async () => {
+        if (!settle()) return;
+        const last = new Map<string, number>();
+        for (const q of items) {
+          last.set(q.delivery.room, Math.max(last.get(q.delivery.room) ?? 0, q.delivery.roomSeq));
+          this.#remember(q.delivery.message.id);
+        }
+        this.#wake();
+        try {
+          // Positions first: if the acks are lost, the redeliveries are recognised as returned.
+          for (const [room, seq] of last) await this.options.cursorStore?.set(room, seq);
+          await Promise.all(items.map((q) => q.msg?.ackAck()));
+        } catch (err) {
+          this.options.onError?.(err);
+        }
+      },
+      release: () => {
+        if (!settle()) return;
+        if (this.#closed) for (const q of items) q.msg?.nak();
+        else this.#ready.unshift(...items);
+        this.#wake();
+      },
+    };
+  }
+
+  #wake(): void {
+    for (const wake of [...this.#wakeups]) wake();
+  }
+
+  #enqueue(q: Queued): void {
+    this.#ready.push(q);
+    this.options.onQueued?.(q.delivery);
+    this.#wake();
+  }
+
+  /** Pull mode: a redelivery of a message still queued or handed out replaces the copy we hold. */
+  #replaceHeld(m: JsMsg): boolean {
+    for (const q of this.#claimed ?? []) {
+      if (q.msg?.seq === m.seq) {
+        q.msg = m;
+        return true;
+      }
+    }
+    for (const q of this.#ready) {
+      if (q.msg?.seq === m.seq) {
+        q.msg = m;
+        return true;
+      }
+    }
+    return false;
   }
 
   #laneKey(m: JsMsg): string {
@@ -135,6 +294,7 @@ export class DeliveryEngine {
 
   #arrive(m: JsMsg): void {
     if (this.#closed) return;
+    if (this.options.mode === 'pull' && this.#replaceHeld(m)) return;
     const r = this.#recovering;
     if (r && m.seq <= r.upTo && ++r.seen >= r.expect) this.#endRecovery(false);
     const key = this.#laneKey(m);
@@ -218,13 +378,20 @@ export class DeliveryEngine {
         return;
       }
       if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
-      await this.#dispatch({
-        message,
-        room,
-        roomSeq,
-        redelivered: m.info.deliveryCount > 1,
-        backfilled: false,
-      });
+      const delivery = { message, room, roomSeq, redelivered: m.info.deliveryCount > 1, backfilled: false };
+      if (this.options.mode === 'pull') {
+        unqueue();
+        this.#lastSeq.set(room, Math.max(this.#lastSeq.get(room) ?? 0, roomSeq));
+        const event = this.#wanted(message);
+        if (event) {
+          this.#enqueue({ delivery: { ...delivery, event }, msg: m });
+        } else {
+          m.ack();
+          this.#remember(id);
+        }
+        return;
+      }
+      await this.#dispatch(delivery);
       await this.options.cursorStore?.set(room, roomSeq);
       m.ack();
       done();
@@ -248,27 +415,33 @@ export class DeliveryEngine {
   async #backfill(room: string, after: number, before: number): Promise<void> {
     for (const e of await this.backfill(room, after, before)) {
       if (this.#seen.has(e.message.id)) continue;
-      await this.#dispatch({
-        message: e.message,
-        room,
-        roomSeq: e.seq,
-        redelivered: false,
-        backfilled: true,
-      });
+      const delivery = { message: e.message, room, roomSeq: e.seq, redelivered: false, backfilled: true };
+      if (this.options.mode === 'pull') {
+        const event = this.#wanted(e.message);
+        if (event) this.#enqueue({ delivery: { ...delivery, event } });
+        continue;
+      }
+      await this.#dispatch(delivery);
       this.#remember(e.message.id);
     }
   }
 
-  async #dispatch(d: Delivery): Promise<void> {
-    const kind = d.message.kind;
+  /** The event a message goes to, or undefined when this participant does not want it (its own). */
+  #wanted(message: RoomMessage): DeliveryEvent | undefined {
+    const kind = message.kind;
     const event: DeliveryEvent =
       kind === 'membership' || kind === 'room'
         ? 'room_event'
-        : kind === 'system' &&
-            d.message.parts.some((p) => p.type === 'data' && p.data.event === 'dead_letter')
+        : kind === 'system' && message.parts.some((p) => p.type === 'data' && p.data.event === 'dead_letter')
           ? 'dead_letter'
           : 'message';
-    if (event === 'message' && d.message.sender.id === this.self && !this.options.includeOwn) return;
+    if (event === 'message' && message.sender.id === this.self && !this.options.includeOwn) return undefined;
+    return event;
+  }
+
+  async #dispatch(d: Delivery): Promise<void> {
+    const event = this.#wanted(d.message);
+    if (!event) return;
     const handlers = this.#handlers.get(event);
     if (!handlers?.length) return;
     await handling.run({ messageId: d.message.id, hop: d.message.hop, room: d.room }, async () => {
