@@ -293,7 +293,11 @@ export class DeliveryEngine {
   }
 
   #arrive(m: JsMsg): void {
-    if (this.#closed) return;
+    if (this.#closed) {
+      // Pull mode hands nothing out any more: a successor gets it at once instead of after the ack wait.
+      if (this.options.mode === 'pull') m.nak();
+      return;
+    }
     if (this.options.mode === 'pull' && this.#replaceHeld(m)) return;
     const r = this.#recovering;
     if (r && m.seq <= r.upTo && ++r.seen >= r.expect) this.#endRecovery(false);

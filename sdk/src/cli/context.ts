@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { type Agent, type AgentOptions, connect } from '../agent.js';
+import type { McpStdioServer } from './mcp-package.js';
 
 /** Global options shared by every command. */
 export interface GlobalOptions {
@@ -28,6 +29,14 @@ export interface CliContext {
   ): Promise<T>;
   /** Prints `value` as JSON with --json, else `text(value)`. */
   print<T>(cmd: Command, value: T, text: (value: T) => string): void;
+  /** The stdio MCP server, when the embedding program provides it (`parley-mcp` does). */
+  mcp?: McpStdioServer;
+}
+
+/** What a program embedding the CLI can add. */
+export interface CliExtensions {
+  /** The stdio MCP server for `parley mcp` (by default `@parley/mcp` is looked up at run time). */
+  mcp?: McpStdioServer;
 }
 
 /** Where the default admin creds are: `$PARLEY_HOME/creds/admin.creds` or `./.parley/creds/admin.creds`. */
@@ -40,10 +49,15 @@ export function defaultCreds(
 }
 
 /** Builds the context the command groups use. */
-export function createContext(io: Io, env: Record<string, string | undefined>): CliContext {
+export function createContext(
+  io: Io,
+  env: Record<string, string | undefined>,
+  extensions: CliExtensions = {},
+): CliContext {
   return {
     io,
     env,
+    ...(extensions.mcp ? { mcp: extensions.mcp } : {}),
     async withAgent(cmd, fn, options = {}) {
       const g = cmd.optsWithGlobals<GlobalOptions>();
       const creds = g.as ?? defaultCreds(env);

@@ -9,14 +9,17 @@
 import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { registerAgentCommands } from './commands/agent.js';
+import { registerConnectCommands } from './commands/connect.js';
 import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
+import { registerMcpCommands } from './commands/mcp.js';
 import { registerOrgCommands } from './commands/org.js';
 import { registerRoomCommands } from './commands/rooms.js';
 import { registerUserCommands } from './commands/user.js';
-import { createContext, type Io } from './context.js';
+import { type CliExtensions, createContext, type Io } from './context.js';
 
-export { defaultCreds, type Io } from './context.js';
+export { type CliExtensions, defaultCreds, type Io } from './context.js';
+export { findMcpPackage, type McpStdioOptions, type McpStdioServer } from './mcp-package.js';
 
 const processIo: Io = {
   out: (line) => process.stdout.write(`${line}\n`),
@@ -27,6 +30,7 @@ const processIo: Io = {
 export function buildProgram(
   io: Io = processIo,
   env: Record<string, string | undefined> = process.env,
+  extensions: CliExtensions = {},
 ): Command {
   const program = new Command('parley')
     .description('Parley: the interaction layer for AI agents, on NATS JetStream.')
@@ -37,19 +41,26 @@ export function buildProgram(
     // Inherited by every command added below: errors come back to runCli instead of exiting.
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
-  const ctx = createContext(io, env);
+  const ctx = createContext(io, env, extensions);
   registerIdentityCommands(program, ctx);
   registerOrgCommands(program, ctx);
   registerUserCommands(program, ctx);
   registerAgentCommands(program, ctx);
   registerDiscoverCommands(program, ctx);
   registerRoomCommands(program, ctx);
+  registerConnectCommands(program, ctx);
+  registerMcpCommands(program, ctx);
   return program;
 }
 
 /** Runs the CLI; resolves with the exit code. */
-export async function runCli(argv: string[], io: Io = processIo, env = process.env): Promise<number> {
-  const program = buildProgram(io, env);
+export async function runCli(
+  argv: string[],
+  io: Io = processIo,
+  env = process.env,
+  extensions: CliExtensions = {},
+): Promise<number> {
+  const program = buildProgram(io, env, extensions);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return 0;

@@ -1,5 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Tracer } from '@opentelemetry/api';
+import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { serverList, type TelemetryConfig } from './config.js';
 import { createHealthServer } from './http.js';
@@ -32,6 +33,14 @@ export interface RunServiceProcessOptions<C extends ProcessConfig> {
     tracer: Tracer;
     metrics: ParleyMetrics;
   }) => ParleyService | Promise<ParleyService>;
+  /**
+   * Routes of the service on its HTTP server (next to /healthz, /readyz and /metrics), registered
+   * after the service started.
+   */
+  http?: (
+    app: FastifyInstance,
+    deps: { service: ParleyService; log: Logger; config: C },
+  ) => void | Promise<void>;
 }
 
 /**
@@ -70,6 +79,7 @@ export async function runServiceProcess<C extends ProcessConfig>(
     checks: { nats: () => !nc.isClosed(), [o.name]: () => service.ready() },
     metrics,
   });
+  await o.http?.(http, { service, log, config });
   await http.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
   log.info(
     {
@@ -85,9 +95,10 @@ export async function runServiceProcess<C extends ProcessConfig>(
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
+    // HTTP first: routes of the service (e.g. MCP sessions) still need the connection to close.
+    await http.close();
     await service.stop();
     await nc.drain().catch(() => undefined);
-    await http.close();
     await telemetry.shutdown();
     log.info('stopped');
     process.exit(0);

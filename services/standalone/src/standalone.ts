@@ -29,6 +29,7 @@ import {
   type Telemetry,
   type TelemetryConfig,
 } from '@parley/kit';
+import { createMcpService, registerMcpHttp } from '@parley/mcp';
 import { createRegistryService } from '@parley/registry';
 import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
 import { type Home, openHome } from './home.js';
@@ -64,6 +65,8 @@ export interface StandaloneOptions {
   telemetryBatch?: Parameters<typeof startTelemetry>[0]['batch'];
   /** Rooms service settings (partitions and lease TTL follow `backbone` unless given). */
   rooms?: Partial<RoomsConfig>;
+  /** Host names `/mcp` accepts in Host/Origin besides loopback (DNS-rebinding protection). */
+  mcpAllowedHosts?: string[];
 }
 
 /** A running backbone. */
@@ -149,10 +152,11 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   let jsm: JetStreamManager | undefined;
 
   const stop = async () => {
+    // HTTP first: MCP sessions on it still need their connection to give back what they held.
+    await http?.close();
     for (const s of [...services].reverse())
       await s.stop().catch((err) => log.warn({ err }, 'service stop failed'));
     await Promise.allSettled(connections.map((nc) => nc.drain()));
-    await http?.close();
     await nats.stop();
     await telemetry?.shutdown();
   };
@@ -225,7 +229,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         ...o.rooms,
       }),
     });
-    for (const s of [registry, governance, rooms]) {
+    const mcp = createMcpService({ nc: await connectAs('mcp'), log, ...observe('mcp') });
+    for (const s of [registry, governance, rooms, mcp]) {
       await s.start();
       services.push(s);
     }
@@ -238,6 +243,12 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
       },
       metrics,
+    });
+    // The MCP bridge over Streamable HTTP, for clients that cannot spawn `parley mcp`.
+    await registerMcpHttp(http, {
+      service: mcp,
+      log,
+      ...(o.mcpAllowedHosts ? { allowedHosts: o.mcpAllowedHosts } : {}),
     });
     await http.listen({ host, port: o.httpPort });
   } catch (err) {
