@@ -8,6 +8,7 @@ import {
   registryApi,
   request,
   streams,
+  subjects,
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
@@ -20,6 +21,7 @@ import {
 } from './delivery.js';
 import { Directory } from './directory.js';
 import { PresenceReporter } from './presence.js';
+import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
 
 /** Options of {@link Agent.call}. */
@@ -49,6 +51,8 @@ export class Agent {
   readonly presence: PresenceReporter;
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
+  /** @internal replies of the send path */
+  readonly replies: ReplyMux;
   readonly #deliveryOptions: DeliveryOptions;
   #engine: DeliveryEngine | undefined;
   #listening: Promise<void> | undefined;
@@ -60,6 +64,7 @@ export class Agent {
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
+    this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
   }
 
@@ -134,6 +139,7 @@ export class Agent {
     await this.presence.stop();
     await this.#engine?.close();
     if (!this.nc.isClosed()) await this.nc.drain();
+    this.replies.close();
   }
 }
 
