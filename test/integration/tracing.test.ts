@@ -4,10 +4,13 @@
  * OTLP receiver, with the exact parent/child chain and one producer span per fan-out recipient.
  */
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isParleyError, runInSpan, startToolSpan } from '@parley/contracts';
 import { loadTelemetryConfig } from '@parley/kit';
 import type { Agent, Delivery } from '@parley/sdk';
+import { runCli } from '@parley/sdk/cli';
 import {
   type OtlpReceiver,
   type ReceivedSpan,
@@ -140,6 +143,50 @@ describe('tracing the message path', () => {
     assert.equal(root.kind, 'producer');
     assert.equal(firstFanout.kind, 'consumer');
     assert.equal(new Set(trace.map((s) => s.service)).size, 4);
+
+    // `parley trace` finds the same trace id, and the Jaeger link.
+    const lines: string[] = [];
+    const code = await runCli(
+      [
+        'trace',
+        first.id,
+        '--room',
+        room.id,
+        '--json',
+        '--server',
+        parley.natsUrl,
+        '--as',
+        parley.home.paths.adminCreds,
+      ],
+      { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+      { PARLEY_JAEGER_URL: 'http://jaeger.example:16686/' },
+    );
+    assert.equal(code, 1, 'the admin is not a member of that room');
+    assert.match(lines.join('\n'), /^NOT_A_MEMBER: /);
+    await writeFile(join(parley.home.paths.credsDir, 'alice.creds'), human.creds);
+    lines.length = 0;
+    assert.equal(
+      await runCli(
+        [
+          'trace',
+          first.id,
+          '--room',
+          room.id,
+          '--json',
+          '--server',
+          parley.natsUrl,
+          '--as',
+          join(parley.home.paths.credsDir, 'alice.creds'),
+        ],
+        { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+        { PARLEY_JAEGER_URL: 'http://jaeger.example:16686/' },
+      ),
+      0,
+      lines.join('\n'),
+    );
+    const printed = JSON.parse(lines.join('\n')) as { traceId: string; jaeger: string };
+    assert.equal(printed.traceId, root.traceId);
+    assert.equal(printed.jaeger, `http://jaeger.example:16686/trace/${root.traceId}`);
   });
 
   it('marks a refused send as an error on the sender’s span and the ingress span', async () => {

@@ -13,6 +13,7 @@ import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerOrgCommands } from './commands/org.js';
 import { registerRoomCommands } from './commands/rooms.js';
+import { registerTraceCommands } from './commands/trace.js';
 import { registerUserCommands } from './commands/user.js';
 import { createContext, type Io } from './context.js';
 
@@ -44,6 +45,7 @@ export function buildProgram(
   registerAgentCommands(program, ctx);
   registerDiscoverCommands(program, ctx);
   registerRoomCommands(program, ctx);
+  registerTraceCommands(program, ctx);
   return program;
 }
 
