@@ -5,7 +5,7 @@
  */
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type AgentCardInput, registryApi } from '@parley/contracts';
+import { type AgentCardInput, registryApi, type Tracer } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
 import type { Home } from './home.js';
@@ -85,11 +85,15 @@ export async function startDemo(o: {
   natsUrl: string;
   home: Home;
   out: (line: string) => void;
+  /** Each demo agent's tracer (its own service.name), when telemetry runs. */
+  tracer?: (agent: string) => Tracer;
 }): Promise<Demo> {
   const admin = await connect({ servers: o.natsUrl, creds: o.home.paths.adminCreds, presence: false });
   const ids = await demoAgents(o.home, admin).finally(() => admin.close());
-  const planner: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.planner });
-  const reviewer: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.reviewer });
+  const as = (name: 'planner' | 'reviewer') =>
+    connect({ servers: o.natsUrl, creds: ids.creds[name], ...(o.tracer ? { tracer: o.tracer(name) } : {}) });
+  const planner: Agent = await as('planner');
+  const reviewer: Agent = await as('reviewer');
   let done!: () => void;
   const finished = new Promise<void>((r) => {
     done = r;
