@@ -1,12 +1,15 @@
 /**
  * `pnpm bench`: Parley's message path against raw JetStream doing the same work on the same
- * nats-server, and against A2A JSON-RPC over HTTP, in one run; plus onboarding time and registry
- * search at 10,000 agents. Progress goes to stderr; the table (or `--json`) to stdout.
+ * nats-server, and against A2A JSON-RPC over HTTP, in one run; the same Parley run with tracing on
+ * (100% sampling, exported to a receiver in its own process); onboarding time; registry search at
+ * 10,000 agents. Progress goes to stderr; the table (or `--json`) to stdout.
  *
  * Flags: --json, --messages <n> (room messages per throughput run, default 20000),
- * --registry-agents <n> (default 10000; 0 skips), --quick (small sizes, for a smoke run).
+ * --registry-agents <n> (default 10000; 0 skips), --no-tracing (skip the tracing-on run),
+ * --quick (small sizes, for a smoke run). PARLEY_BENCH_PROFILE=<dir> writes CPU profiles.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
@@ -14,9 +17,10 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
 import { KeyMaterial, mintServiceCreds } from '@parley/governance';
+import { loadTelemetryConfig, silentLogger, startTelemetry } from '@parley/kit';
 import { freePort } from '@parley/standalone';
 import { benchA2a } from './a2a.js';
-import { benchParley } from './parley.js';
+import { benchParley, type ParleyBenchResult } from './parley.js';
 import { benchRaw } from './raw.js';
 import { benchRegistrySearch } from './registry.js';
 import { childPids, cpuDuring, peakRssMb, profiled, progress } from './stats.js';
@@ -25,9 +29,11 @@ const { values: args } = parseArgs({
   options: {
     json: { type: 'boolean', default: false },
     quick: { type: 'boolean', default: false },
+    tracing: { type: 'boolean', default: true },
     messages: { type: 'string' },
     'registry-agents': { type: 'string' },
   },
+  allowNegative: true,
 });
 const quick = args.quick ?? false;
 const messages = Number(args.messages ?? (quick ? 3_000 : 20_000));
@@ -41,17 +47,17 @@ const shape = {
   latencySeconds: quick ? 2 : 5,
 };
 const root = resolve(import.meta.dirname, '../..');
+const profileDir = process.env.PARLEY_BENCH_PROFILE;
 
-async function startBackbone(home: string) {
+/** The standalone backbone, built (`dist/`), in a process of its own so its CPU and memory show. */
+async function startBackbone(env: Record<string, string> = {}) {
+  const home = await mkdtemp(join(tmpdir(), 'parley-bench-'));
   const natsPort = await freePort();
   const httpPort = await freePort();
   const child: ChildProcess = spawn(
     process.execPath,
     [
-      // PARLEY_BENCH_PROFILE=<dir> writes a CPU profile of the services' process there.
-      ...(process.env.PARLEY_BENCH_PROFILE
-        ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PARLEY_BENCH_PROFILE}`]
-        : []),
+      ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []),
       'services/standalone/dist/main.js',
       '--no-demo',
       '--home',
@@ -64,13 +70,12 @@ async function startBackbone(home: string) {
     {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, LOG_LEVEL: 'warn', NODE_OPTIONS: '' },
+      env: { ...process.env, LOG_LEVEL: 'warn', NODE_OPTIONS: '', ...env },
     },
   );
   let out = '';
   // The services' warnings (fan-out restarts, lease changes) explain stalls: keep them.
-  const log = createWriteStream(join(home, 'services.log'));
-  child.stderr?.pipe(log);
+  child.stderr?.pipe(createWriteStream(join(home, 'services.log')));
   await new Promise<void>((ok, fail) => {
     const on = (d: Buffer) => {
       out += d;
@@ -80,21 +85,43 @@ async function startBackbone(home: string) {
     child.stderr?.on('data', on);
     child.once('exit', (code) => fail(new Error(`backbone exited (${code}):\n${out}`)));
   });
-  return { child, natsUrl: `nats://127.0.0.1:${natsPort}` };
+  const keys = KeyMaterial.parse(JSON.parse(await readFile(join(home, 'keys.json'), 'utf8')));
+  const creds = new TextEncoder().encode((await mintServiceCreds(keys, 'bench')).creds);
+  const natsUrl = `nats://127.0.0.1:${natsPort}`;
+  return {
+    natsUrl,
+    adminCreds: join(home, 'creds', 'admin.creds'),
+    pids: { bench: process.pid, services: child.pid, natsServer: childPids(child.pid ?? 0)[0] },
+    connect: () =>
+      natsConnect({ servers: natsUrl, authenticator: credsAuthenticator(creds), noAsyncTraces: true }),
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+      if (process.env.PARLEY_BENCH_KEEP) progress(`kept ${home}`);
+      else await rm(home, { recursive: true, force: true });
+    },
+  };
+}
+type Backbone = Awaited<ReturnType<typeof startBackbone>>;
+
+/** Parley through the SDK on `backbone`, CPU counted (and profiled) over the measured phases only. */
+function runParley(backbone: Backbone, label: string): Promise<ParleyBenchResult> {
+  return benchParley({
+    natsUrl: backbone.natsUrl,
+    adminCreds: backbone.adminCreds,
+    ...shape,
+    window: 256,
+    measure: async (fn) => {
+      const run = await cpuDuring(backbone.pids, () => profiled(profileDir, `bench-${label}`, fn));
+      progress(`${label}: cpu seconds ${JSON.stringify(run.cpu)} in ${run.wall} s`);
+      return run.result;
+    },
+  });
 }
 
-const home = await mkdtemp(join(tmpdir(), 'parley-bench-'));
-progress(`starting the backbone (services/standalone/dist) in ${home}`);
-const backbone = await startBackbone(home);
-const keys = KeyMaterial.parse(JSON.parse(await readFile(join(home, 'keys.json'), 'utf8')));
-const serviceCreds = new TextEncoder().encode((await mintServiceCreds(keys, 'bench')).creds);
-const connectRaw = () =>
-  natsConnect({
-    servers: backbone.natsUrl,
-    authenticator: credsAuthenticator(serviceCreds),
-    noAsyncTraces: true,
-  });
-const probe = await connectRaw();
+let backbone = await startBackbone();
+const probe = await backbone.connect();
 const natsServer = probe.info?.version ?? 'unknown';
 await probe.close();
 
@@ -102,31 +129,62 @@ try {
   progress(
     `raw JetStream: ${shape.rooms} rooms × ${shape.membersPerRoom} members, ${messages} messages of ${shape.payloadBytes} B`,
   );
-  const pids = {
-    bench: process.pid,
-    services: backbone.child.pid,
-    natsServer: childPids(backbone.child.pid ?? 0)[0],
-  };
-  const rawRun = await cpuDuring(pids, () =>
-    benchRaw({ connect: connectRaw, ...shape, partitions: 16, batch: 100, window: 256 }),
+  const rawRun = await cpuDuring(backbone.pids, () =>
+    benchRaw({ connect: backbone.connect, ...shape, partitions: 16, batch: 100, window: 256 }),
   );
   const raw = rawRun.result;
   progress(`raw: cpu seconds ${JSON.stringify(rawRun.cpu)} in ${rawRun.wall} s`);
-  progress('Parley through the SDK: the same shape');
-  const parley = await benchParley({
-    natsUrl: backbone.natsUrl,
-    adminCreds: join(home, 'creds', 'admin.creds'),
-    ...shape,
-    window: 256,
-    // Only the measured phases: registering 300 agents is not the message path.
-    measure: async (fn) => {
-      const run = await cpuDuring(pids, () => profiled(process.env.PARLEY_BENCH_PROFILE, 'bench-parley', fn));
-      progress(`parley: cpu seconds ${JSON.stringify(run.cpu)} in ${run.wall} s`);
-      return run.result;
-    },
-  });
-  const natsPid = childPids(backbone.child.pid ?? 0)[0];
-  const rss = { servicesPeakMb: peakRssMb(backbone.child.pid), natsServerPeakMb: peakRssMb(natsPid) };
+  progress('Parley through the SDK: the same shape, tracing off');
+  const parley = await runParley(backbone, 'parley');
+  const rss = {
+    servicesPeakMb: peakRssMb(backbone.pids.services),
+    natsServerPeakMb: peakRssMb(backbone.pids.natsServer),
+  };
+  await backbone.stop();
+
+  let tracing:
+    | { deliveredPerSec: number; latencyMs: ParleyBenchResult['latencyMs']; spans: number }
+    | undefined;
+  if (args.tracing) {
+    // The receiver runs in its own process, as a collector would.
+    const receiver = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(import.meta.dirname, 'otlp-receiver-process.ts')],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, NODE_OPTIONS: '' },
+      },
+    );
+    const url = ((await once(receiver.stdout, 'data')) as [Buffer])[0].toString().trim();
+    progress(`Parley with tracing on: 100% sampled, OTLP/HTTP protobuf to ${url}`);
+    const otel = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+      OTEL_TRACES_SAMPLER: 'always_on',
+    };
+    backbone = await startBackbone(otel);
+    const telemetry = await startTelemetry({
+      config: loadTelemetryConfig(otel),
+      serviceName: 'parley-bench-agents',
+      log: silentLogger(),
+    });
+    try {
+      const on = await runParley(backbone, 'parley-traced');
+      await telemetry.forceFlush();
+      await backbone.stop();
+      receiver.kill('SIGTERM');
+      const last = ((await once(receiver.stdout, 'data')) as [Buffer])[0].toString();
+      tracing = {
+        deliveredPerSec: on.deliveredPerSec,
+        latencyMs: on.latencyMs,
+        spans: Number(last.match(/spans (\d+)/)?.[1] ?? 0),
+      };
+    } finally {
+      await telemetry.shutdown();
+      if (receiver.exitCode === null) receiver.kill('SIGKILL');
+    }
+  }
+
   progress('A2A JSON-RPC over HTTP (@a2a-js/sdk), echo agent');
   const a2a = await benchA2a({
     payloadBytes: shape.payloadBytes,
@@ -139,14 +197,23 @@ try {
     progress(`registry search with ${registryAgents} agents`);
     registry = await benchRegistrySearch({ agents: registryAgents, progress });
   }
+  const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
   const result = {
     parley: { deliveredPerSec: parley.deliveredPerSec, latencyMs: parley.latencyMs },
     raw,
     a2a,
     ratios: {
-      parleyOverRaw: Math.round((parley.deliveredPerSec / raw.deliveredPerSec) * 100) / 100,
-      parleyOverA2a: Math.round((parley.deliveredPerSec / a2a.perSec) * 100) / 100,
+      parleyOverRaw: ratio(parley.deliveredPerSec, raw.deliveredPerSec),
+      parleyOverA2a: ratio(parley.deliveredPerSec, a2a.perSec),
     },
+    ...(tracing
+      ? {
+          tracing: {
+            ...tracing,
+            throughputCost: Math.round((1 - tracing.deliveredPerSec / parley.deliveredPerSec) * 100) / 100,
+          },
+        }
+      : {}),
     onboarding: { agentCreateToFirstMessageMs: parley.onboardingMs },
     ...(registry
       ? {
@@ -163,17 +230,23 @@ try {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } else {
     const row = (name: string, perSec: number, l: { p50: number; p95?: number; p99: number }) =>
-      `${name.padEnd(28)} ${String(perSec).padStart(8)}/s   p50 ${l.p50.toFixed(2).padStart(6)} ms   ${l.p95 !== undefined ? `p95 ${l.p95.toFixed(2).padStart(6)} ms   ` : ''.padEnd(16)}p99 ${l.p99.toFixed(2).padStart(6)} ms`;
+      `${name.padEnd(30)} ${String(perSec).padStart(8)}/s   p50 ${l.p50.toFixed(2).padStart(7)} ms   ${l.p95 !== undefined ? `p95 ${l.p95.toFixed(2).padStart(7)} ms   ` : ''.padEnd(17)}p99 ${l.p99.toFixed(2).padStart(7)} ms`;
     const lines = [
       `Parley benchmark — nats-server ${natsServer}, Node ${process.version}, ${cpus().length} CPUs`,
-      `${shape.rooms} rooms × ${shape.membersPerRoom} members, ${shape.payloadBytes} B messages; latency at ${shape.latencyRate} msg/s`,
+      `${shape.rooms} rooms × ${shape.membersPerRoom} members, ${shape.payloadBytes} B messages, ${messages} per throughput run; latency at ${shape.latencyRate} msg/s`,
       '',
       row('raw JetStream (deliveries)', raw.deliveredPerSec, raw.latencyMs),
       row('Parley via SDK (deliveries)', parley.deliveredPerSec, parley.latencyMs),
+      ...(tracing ? [row('Parley, tracing on (100%)', tracing.deliveredPerSec, tracing.latencyMs)] : []),
       row('A2A JSON-RPC, 64 clients', a2a.perSec, a2a.roundTripMs),
       '',
       `Parley / raw JetStream   ${result.ratios.parleyOverRaw.toFixed(2)}×   (target ≥ 0.80)`,
       `Parley / A2A over HTTP   ${result.ratios.parleyOverA2a.toFixed(2)}×   (target ≥ 4)`,
+      ...(result.tracing
+        ? [
+            `tracing cost            ${(result.tracing.throughputCost * 100).toFixed(0)}% of throughput, ${result.tracing.spans} spans exported   (target ≤ 15%)`,
+          ]
+        : []),
       `onboarding: agent create → first message handled  ${parley.onboardingMs} ms   (target ≤ 2000)`,
       ...(registry
         ? [
@@ -185,8 +258,5 @@ try {
     process.stdout.write(`${lines.join('\n')}\n`);
   }
 } finally {
-  backbone.child.kill('SIGTERM');
-  await new Promise((r) => backbone.child.once('exit', r));
-  if (process.env.PARLEY_BENCH_KEEP) progress(`kept ${home}`);
-  else await rm(home, { recursive: true, force: true });
+  await backbone.stop().catch(() => undefined);
 }

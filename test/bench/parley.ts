@@ -5,7 +5,7 @@
  * order and acknowledged by each member's SDK.
  */
 import { registryApi } from '@parley/contracts';
-import { type Agent, connect } from '@parley/sdk';
+import { type Agent, connect, type Delivery } from '@parley/sdk';
 import type { PipelineResult } from './raw.js';
 import { atRate, percentiles, progress, windowed } from './stats.js';
 
@@ -49,9 +49,17 @@ export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchRes
   let delivered = 0;
   let latencies: number[] | undefined;
   let onDelivered: (() => void) | undefined;
-  const count = (d: { message: { metadata?: Record<string, string> } }) => {
+  const slow: string[] = [];
+  const count = (d: Delivery) => {
     const t = d.message.metadata?.t;
-    if (latencies && t) latencies.push(performance.now() - Number(t));
+    if (latencies && t) {
+      const ms = performance.now() - Number(t);
+      latencies.push(ms);
+      // Outliers say where time went: redelivered = the SDK's first copy was never acknowledged.
+      if (ms > 5_000 && slow.length < 20) {
+        slow.push(`${Math.round(ms)} ms room ${d.room} #${d.roomSeq} redelivered=${d.redelivered}`);
+      }
+    }
     delivered++;
     onDelivered?.();
   };
@@ -109,6 +117,7 @@ export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchRes
     await atRate(n, o.latencyRate, (i) => void send(i));
     await waitDelivered(before + n * o.membersPerRoom);
     const latencyMs = percentiles(latencies);
+    if (slow.length) progress(`parley: slowest deliveries:\n  ${slow.join('\n  ')}`);
     progress(`parley: latency at ${o.latencyRate}/s p50 ${latencyMs.p50} ms p99 ${latencyMs.p99} ms`);
     return { deliveredPerSec, latencyMs };
   });
