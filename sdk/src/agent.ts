@@ -11,6 +11,7 @@ import {
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
+import { Contacts } from './contacts.js';
 import {
   type Delivery,
   type DeliveryEngine,
@@ -49,6 +50,8 @@ export class Agent {
   readonly presence: PresenceReporter;
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
+  /** Contacts: ask for consent, answer, block, revoke, list. */
+  readonly contacts: Contacts;
   readonly #deliveryOptions: DeliveryOptions;
   #engine: DeliveryEngine | undefined;
   #listening: Promise<void> | undefined;
@@ -60,6 +63,7 @@ export class Agent {
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
+    this.contacts = new Contacts(this);
     this.#deliveryOptions = options.delivery ?? {};
   }
 
@@ -80,7 +84,9 @@ export class Agent {
   /**
    * Handles deliveries from this participant's inbox: `message` (what others send; own messages
    * only with `includeOwn`), `room_event` (joins, leaves, room changes), `dead_letter` (a message
-   * this participant sent could not be handled by a recipient). The first call starts consuming;
+   * this participant sent could not be handled by a recipient), `contact_request` (someone asks
+   * this participant, or its agent, for contact: `delivery.contactRequest`), `contact_update` (a
+   * request was answered or expired, a contact ended). The first call starts consuming;
    * the handler's promise is awaited before the message is acknowledged, and a throw means
    * "redeliver later" (in order). Await {@link Agent.listening} to know the consumer runs.
    */

@@ -271,8 +271,8 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
         expired: ContactRequest[];
       };
       const { result, written } = await changePair<Outcome>(kv, key, async (current) => {
-        const at = new Date().toISOString();
         const nowMs = Date.now();
+        const at = new Date(nowMs).toISOString();
         const rec = current ? structuredClone(current) : freshPair(a, b, at);
         if (rec.blocks[req.to]) {
           throw new ParleyError(
