@@ -83,7 +83,10 @@ if (opts.demo) {
 out('Try, in another terminal:');
 out(`  curl ${standalone.httpUrl}/healthz`);
 out('  npx parley whoami                       # you are the local admin');
-if (demo) out('  npx parley tail --count 4               # the demo conversation, from your inbox');
+if (demo) {
+  out('  npx parley tail --count 6               # the demo conversation, from your inbox');
+  out(`  npx parley contact list --as ${rel(home.paths.credsDir)}/auditor.creds  # the demo's consent step`);
+}
 out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
 out();
 out('Ctrl-C stops everything; the next start reuses the keys and data.');
