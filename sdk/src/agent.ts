@@ -8,6 +8,7 @@ import {
   registryApi,
   request,
   streams,
+  subjects,
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
@@ -21,6 +22,7 @@ import {
 } from './delivery.js';
 import { Directory } from './directory.js';
 import { PresenceReporter } from './presence.js';
+import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
 
 /** Options of {@link Agent.call}. */
@@ -52,6 +54,8 @@ export class Agent {
   readonly rooms: Rooms;
   /** Contacts: ask for consent, answer, block, revoke, list. */
   readonly contacts: Contacts;
+  /** @internal replies of the send path */
+  readonly replies: ReplyMux;
   readonly #deliveryOptions: DeliveryOptions;
   #engine: DeliveryEngine | undefined;
   #listening: Promise<void> | undefined;
@@ -64,6 +68,7 @@ export class Agent {
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
     this.contacts = new Contacts(this);
+    this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
   }
 
@@ -140,6 +145,7 @@ export class Agent {
     await this.presence.stop();
     await this.#engine?.close();
     if (!this.nc.isClosed()) await this.nc.drain();
+    this.replies.close();
   }
 }
 

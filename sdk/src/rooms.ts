@@ -16,7 +16,6 @@ import {
   type RoomMember,
   type RoomPolicy,
   type RoomSummary,
-  requestFailure,
   roomsApi,
   SendReply,
   type SendRequest,
@@ -147,14 +146,11 @@ async function sendWithRetry(agent: Agent, req: SendRequest, deadlineMs: number)
   const body = encodeJson(req);
   for (let attempt = 0; ; attempt++) {
     try {
-      let reply: ReplyMsg;
-      try {
-        reply = await agent.nc.request(subject, body, {
-          timeout: Math.max(500, Math.min(5_000, deadline - Date.now())),
-        });
-      } catch (err) {
-        throw requestFailure(err, subject);
-      }
+      const reply: ReplyMsg = await agent.replies.request(
+        subject,
+        body,
+        Math.max(500, Math.min(5_000, deadline - Date.now())),
+      );
       return decodeReply(SendReply, reply, 'send reply');
     } catch (err) {
       const retryable = isParleyError(err) && RETRYABLE.has(err.code);

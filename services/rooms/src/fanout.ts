@@ -66,6 +66,7 @@ interface Cursor {
 
 const dec = new TextDecoder();
 const SYSTEM_KINDS = new Set(['membership', 'room', 'system']);
+const FORWARDED_HEADERS = [headerNames.messageId, headerNames.traceparent, headerNames.tracestate];
 
 /** The consumer name of a partition. */
 export const partitionConsumer = (p: number) => `fanout_${p}`;
@@ -186,13 +187,9 @@ export function createFanout(o: FanoutOptions) {
       if (m.seq <= c.roomSeq) return; // delivered before (a re-run after a crash)
       if (attempt === 3) throw new Error(`inbox ${key} keeps changing under the fan-out`);
       const h = natsHeaders();
-      for (const name of [
-        headerNames.kind,
-        headerNames.sender,
-        headerNames.messageId,
-        headerNames.traceparent,
-        headerNames.tracestate,
-      ]) {
+      // Only what a recipient needs before parsing the body (its id, for de-duplication) and the
+      // trace context; every header is encoded once per recipient.
+      for (const name of FORWARDED_HEADERS) {
         const value = m.headers?.get(name);
         if (value) h.set(name, value);
       }
@@ -339,7 +336,7 @@ export function createFanout(o: FanoutOptions) {
     ttlMs: o.leaseTtlMs,
     log,
     callbacks: {
-      async acquired(p) {
+      acquired(p) {
         workers.set(p, startWorker(p));
       },
       async released(p) {
