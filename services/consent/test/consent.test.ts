@@ -486,7 +486,7 @@ describe('consent: expiry', () => {
         'the expired event',
       );
       const expired = events.find((e) => e.kind === 'expired' && e.subject === req.id);
-      assert.equal((expired?.data.request as ContactRequest).state, 'expired');
+      assert.equal((expired?.data.request as ContactRequest | undefined)?.state, 'expired');
       await waitFor(() => updates.some((u) => u.contactNotice?.change === 'expired'), 'the expiry notice');
       assert.deepEqual(await bBot.contacts.pending(), { incoming: [], outgoing: [] });
       await assert.rejects(
