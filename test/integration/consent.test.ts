@@ -5,10 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { isParleyError, type ParleyError } from '@parley/contracts';
+import { isParleyError, newId, type ParleyError, registryApi, request, roomsApi } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
   connectAdmin,
+  connectService,
   connectTo,
   createAgent,
   createHuman,
@@ -162,4 +163,78 @@ describe('consent in rooms', () => {
       assert.equal((await unrelated.get()).members.length, 1);
     });
   }
+
+  it('serves its services-only helpers to services alone, and refuses bad input to them', async () => {
+    const t = await team(parley.home.state.org.id, 'helpers', 'org');
+    const outsider = await team((await createOrg(admin, 'elsewhere')).id, 'outsider', 'org');
+    const svc = await connectService(parley);
+    try {
+      // registry.describeParticipant: owners and orgs for consent; with a viewer, visibility applies.
+      const info = await request(svc, 'svc_test', registryApi.describeParticipant, {
+        participant: t.agentId,
+      });
+      assert.equal(info.owner, t.humanId);
+      const hidden = request(svc, 'svc_test', registryApi.describeParticipant, {
+        participant: t.agentId,
+        viewer: outsider.agentId,
+      });
+      await assert.rejects(hidden, (e) => code(e) === 'NOT_FOUND');
+      await assert.rejects(
+        request(svc, 'svc_test', registryApi.describeParticipant, { participant: newId('agent') }),
+        (e) => code(e) === 'NOT_FOUND',
+      );
+      await assert.rejects(
+        t.agent.call(registryApi.describeParticipant, { participant: t.humanId }),
+        (e) => code(e) === 'PERMISSION_DENIED',
+      );
+      // rooms.notify: idempotent by key, into the participant's notice room, nobody can be invited.
+      const body = { to: t.agentId, text: 'hello', data: { event: 'test' }, key: `k-${Date.now()}` };
+      const first = await request(svc, 'svc_test', roomsApi.notify, body);
+      const again = await request(svc, 'svc_test', roomsApi.notify, body);
+      assert.equal(again.duplicate, true);
+      assert.equal(again.id, first.id);
+      assert.equal(again.roomSeq, first.roomSeq);
+      const second = await request(svc, 'svc_test', roomsApi.notify, { ...body, key: `${body.key}-2` });
+      assert.equal(second.room, first.room, 'one notice room per participant');
+      const noticeRoom = await t.agent.rooms.get(first.room);
+      assert.deepEqual(
+        noticeRoom.members.map((m) => m.id),
+        [t.agentId],
+      );
+      await assert.rejects(
+        t.agent.rooms.invite(first.room, t.humanId),
+        (e) => code(e) === 'PERMISSION_DENIED',
+      );
+      for (const [expected, call] of [
+        ['PERMISSION_DENIED', () => t.agent.call(roomsApi.notify, body)],
+        [
+          'PERMISSION_DENIED',
+          () => t.agent.call(roomsApi.contactRevoked, { a: t.agentId, b: t.humanId, by: t.agentId }),
+        ],
+        [
+          'INVALID_ARGUMENT',
+          () => request(svc, 'svc_test', roomsApi.notify, { ...body, key: 'bad key with spaces' }),
+        ],
+        ['INVALID_ARGUMENT', () => request(svc, 'svc_test', roomsApi.notify, { ...body, text: '' })],
+        [
+          'NOT_FOUND',
+          () => request(svc, 'svc_test', roomsApi.notify, { ...body, to: newId('agent'), key: 'k-x' }),
+        ],
+      ] as const) {
+        await assert.rejects(call(), (e) => code(e) === expected, expected);
+      }
+      assert.equal((await t.agent.rooms.room(first.room).history({ limit: 50 })).entries.length, 4);
+      // contactRevoked with nothing shared changes nothing.
+      assert.deepEqual(
+        await request(svc, 'svc_test', roomsApi.contactRevoked, {
+          a: t.agentId,
+          b: outsider.agentId,
+          by: t.agentId,
+        }),
+        { marked: [], removed: [] },
+      );
+    } finally {
+      await svc.close();
+    }
+  });
 });

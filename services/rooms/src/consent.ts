@@ -7,6 +7,7 @@
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import { consentApi, ParleyError, request, serviceId, type Tracer } from '@parley/contracts';
+import type { ParleyMetrics } from '@parley/kit';
 
 const SELF = serviceId('rooms');
 
@@ -14,11 +15,17 @@ const SELF = serviceId('rooms');
 export type ConsentGate = (inviter: string, invitee: string) => Promise<void>;
 
 /** The gate, asking the consent service over NATS. */
-export function createConsentGate(o: { nc: NatsConnection; tracer?: Tracer | undefined }): ConsentGate {
+export function createConsentGate(o: {
+  nc: NatsConnection;
+  tracer?: Tracer | undefined;
+  /** Refusals are counted in `parley_policy_denials_total{reason="NO_CONSENT"}`. */
+  metrics?: ParleyMetrics | undefined;
+}): ConsentGate {
   return async (inviter, invitee) => {
     if (inviter === invitee) return;
     const r = await request(o.nc, SELF, consentApi.check, { a: inviter, b: invitee }, { tracer: o.tracer });
     if (r.allowed) return;
+    o.metrics?.recordDenial('NO_CONSENT');
     const fix =
       r.missing === 'unblock'
         ? `${r.blockedBy} must lift its block first (parley contact unblock)`

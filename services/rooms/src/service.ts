@@ -62,7 +62,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
         kv: rooms,
         partitions: config.PARLEY_PARTITIONS,
         participants,
-        consent: createConsentGate({ nc: deps.nc, tracer: deps.tracer }),
+        consent: createConsentGate({ nc: deps.nc, tracer: deps.tracer, metrics: deps.metrics }),
         log,
       });
       const notices = createNotices({
