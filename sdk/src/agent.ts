@@ -4,11 +4,13 @@ import {
   type ApiMethod,
   type ApiRequest,
   type ApiResponse,
+  defaultTracer,
   type RoomMessage,
   registryApi,
   request,
   streams,
   subjects,
+  type Tracer,
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
@@ -35,6 +37,11 @@ export interface CallOptions {
 export interface AgentOptions extends ConnectOptions {
   /** How deliveries are handled; see {@link DeliveryOptions}. */
   delivery?: DeliveryOptions;
+  /**
+   * The OpenTelemetry tracer for this agent's spans (send, delivery, tool calls, API calls).
+   * @default the globally registered provider's, which does nothing when no OTel SDK is set up
+   */
+  tracer?: Tracer;
 }
 
 /**
@@ -44,6 +51,11 @@ export interface AgentOptions extends ConnectOptions {
 export class Agent {
   /** The participant id (`agt_…` or `usr_…`). */
   readonly id: string;
+  readonly #tracer: Tracer | undefined;
+  /** The tracer of this agent's spans: the one given to {@link connect}, else the global one. */
+  get tracer(): Tracer | undefined {
+    return this.#tracer ?? defaultTracer();
+  }
   /** The underlying NATS connection. */
   readonly nc: NatsConnection;
   /** Discovery, cards and the inventory (registry). */
@@ -61,9 +73,10 @@ export class Agent {
   #listening: Promise<void> | undefined;
 
   /** @internal use {@link connect} */
-  constructor(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions } = {}) {
+  constructor(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions; tracer?: Tracer } = {}) {
     this.nc = nc;
     this.id = id;
+    this.#tracer = options.tracer;
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
@@ -78,7 +91,10 @@ export class Agent {
     body: ApiRequest<M>,
     options: CallOptions = {},
   ): Promise<ApiResponse<M>> {
-    return request(this.nc, this.id, method, body, options);
+    return request(this.nc, this.id, method, body, {
+      ...options,
+      ...(this.#tracer ? { tracer: this.#tracer } : {}),
+    });
   }
 
   /** Who the registry says this participant is. */
@@ -107,8 +123,10 @@ export class Agent {
   }
 
   #ensureEngine(): DeliveryEngine {
-    this.#engine ??= new Engine(this.id, this.#deliveryOptions, (room, after, before) =>
-      this.#backfill(room, after, before),
+    this.#engine ??= new Engine(
+      this.id,
+      { ...this.#deliveryOptions, tracer: this.tracer },
+      (room, after, before) => this.#backfill(room, after, before),
     );
     return this.#engine;
   }
@@ -152,7 +170,10 @@ export class Agent {
 /** Connects as the participant in `creds`. */
 export async function connect(options: AgentOptions): Promise<Agent> {
   const { nc, identity } = await connectWithCreds(options);
-  const agent = new Agent(nc, identity.id, options.delivery ? { delivery: options.delivery } : {});
+  const agent = new Agent(nc, identity.id, {
+    ...(options.delivery ? { delivery: options.delivery } : {}),
+    ...(options.tracer ? { tracer: options.tracer } : {}),
+  });
   if (options.presence !== false) await agent.presence.start(options.presence ?? {});
   return agent;
 }

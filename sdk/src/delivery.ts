@@ -13,7 +13,20 @@
  *   engine holds newer ones until those redeliveries arrived (at most two ack waits).
  */
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
-import { ContactNotice, type ContactRequest, headerNames, type RoomMessage, roomOf } from '@parley/contracts';
+import {
+  ContactNotice,
+  type ContactRequest,
+  defaultTracer,
+  extractContext,
+  headerNames,
+  otelApi,
+  type RoomMessage,
+  roomOf,
+  runInSpan,
+  startMessagingSpan,
+  type Tracer,
+  traceAttributes,
+} from '@parley/contracts';
 import { handling } from './handling.js';
 
 /** A message handed to a handler. */
@@ -54,6 +67,8 @@ export interface DeliveryOptions {
   backoffMs?: (deliveryCount: number) => number;
   /** Called with errors of the engine itself (never thrown at the caller). */
   onError?: (err: unknown) => void;
+  /** @internal the agent's tracer */
+  tracer?: Tracer | undefined;
 }
 
 type Handler = (d: Delivery) => unknown;
@@ -233,13 +248,32 @@ export class DeliveryEngine {
         return;
       }
       if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
-      await this.#dispatch({
+      // A consumer span per delivery, child of the fan-out's producer span for this recipient; the
+      // handler runs inside it, so what it sends and the tools it calls join the same trace.
+      const parent = extractContext(m.headers, otelApi?.ROOT_CONTEXT);
+      const span = startMessagingSpan(this.options.tracer ?? defaultTracer(), {
+        operation: 'process',
+        destination: m.subject,
+        target: 'inbox',
+        bodySize: m.data.length,
+        parent,
+        attributes: {
+          [traceAttributes.roomId]: room,
+          [traceAttributes.roomSeq]: roomSeq,
+          [traceAttributes.messageId]: message.id,
+          [traceAttributes.sender]: message.sender.id,
+          [traceAttributes.recipient]: this.self,
+          [traceAttributes.deliveryCount]: m.info.deliveryCount,
+        },
+      });
+      const delivery: Delivery = {
         message,
         room,
         roomSeq,
         redelivered: m.info.deliveryCount > 1,
         backfilled: false,
-      });
+      };
+      await (span ? runInSpan(span, () => this.#dispatch(delivery), parent) : this.#dispatch(delivery));
       await this.options.cursorStore?.set(room, roomSeq);
       m.ack();
       done();

@@ -3,7 +3,13 @@
  * Error, with a stack trace, for every request it completes). One subscription under the
  * participant's own reply prefix receives every reply; a map pairs them with their callers.
  */
-import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/transport-node';
+import {
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  nuid,
+  type Subscription,
+} from '@nats-io/transport-node';
 import { ParleyError } from '@parley/contracts';
 
 export class ReplyMux {
@@ -47,7 +53,7 @@ export class ReplyMux {
   }
 
   /** Publishes `data` to `subject` and resolves with the reply, or rejects after `timeoutMs`. */
-  request(subject: string, data: Uint8Array, timeoutMs: number): Promise<Msg> {
+  request(subject: string, data: Uint8Array, timeoutMs: number, headers?: MsgHdrs): Promise<Msg> {
     if (!this.#sub) this.#subscribe();
     const token = (this.#next++).toString(36);
     return new Promise<Msg>((resolve, reject) => {
@@ -57,7 +63,10 @@ export class ReplyMux {
       }, timeoutMs);
       this.#pending.set(token, { resolve, reject, timer });
       try {
-        this.nc.publish(subject, data, { reply: `${this.#prefix}.${token}` });
+        this.nc.publish(subject, data, {
+          reply: `${this.#prefix}.${token}`,
+          ...(headers ? { headers } : {}),
+        });
       } catch (err) {
         clearTimeout(timer);
         this.#pending.delete(token);

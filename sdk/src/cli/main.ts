@@ -14,6 +14,7 @@ import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerOrgCommands } from './commands/org.js';
 import { registerRoomCommands } from './commands/rooms.js';
+import { registerTraceCommands } from './commands/trace.js';
 import { registerUserCommands } from './commands/user.js';
 import { createContext, type Io } from './context.js';
 
@@ -46,6 +47,7 @@ export function buildProgram(
   registerDiscoverCommands(program, ctx);
   registerRoomCommands(program, ctx);
   registerContactCommands(program, ctx);
+  registerTraceCommands(program, ctx);
   return program;
 }
 

@@ -105,12 +105,16 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           rooms: cache,
           policy,
           log,
+          ...(deps.tracer ? { tracer: deps.tracer } : {}),
+          ...(deps.metrics ? { metrics: deps.metrics } : {}),
           maxMessageBytes: config.PARLEY_MAX_MESSAGE_BYTES,
           hopLimit: config.PARLEY_HOP_LIMIT,
         });
       }
       if (config.PARLEY_FANOUT) {
         fanout = createFanout({
+          ...(deps.tracer ? { tracer: deps.tracer } : {}),
+          ...(deps.metrics ? { metrics: deps.metrics } : {}),
           js,
           jsm,
           rooms,

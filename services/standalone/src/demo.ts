@@ -8,7 +8,7 @@
  */
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type AgentCardInput, isParleyError, registryApi } from '@parley/contracts';
+import { type AgentCardInput, isParleyError, registryApi, type Tracer } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
 import type { Home } from './home.js';
@@ -122,12 +122,16 @@ export async function startDemo(o: {
   natsUrl: string;
   home: Home;
   out: (line: string) => void;
+  /** Each demo agent's tracer (its own service.name), when telemetry runs. */
+  tracer?: (agent: string) => Tracer;
 }): Promise<Demo> {
   const admin = await connect({ servers: o.natsUrl, creds: o.home.paths.adminCreds, presence: false });
   const ids = await demoAgents(o.home, admin, o.natsUrl).finally(() => admin.close());
-  const planner: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.planner });
-  const reviewer: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.reviewer });
-  const auditor: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.auditor });
+  const as = (name: 'planner' | 'reviewer' | 'auditor') =>
+    connect({ servers: o.natsUrl, creds: ids.creds[name], ...(o.tracer ? { tracer: o.tracer(name) } : {}) });
+  const planner: Agent = await as('planner');
+  const reviewer: Agent = await as('reviewer');
+  const auditor: Agent = await as('auditor');
   let reviewed!: () => void;
   const conversation = new Promise<void>((r) => {
     reviewed = r;

@@ -76,7 +76,13 @@ out(
 out();
 let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
 if (opts.demo) {
-  demo = await startDemo({ natsUrl: standalone.natsUrl, home, out });
+  const telemetry = standalone.telemetry;
+  demo = await startDemo({
+    natsUrl: standalone.natsUrl,
+    home,
+    out,
+    ...(telemetry?.mode === 'export' ? { tracer: (agent: string) => telemetry.tracer(agent) } : {}),
+  });
   await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
   out();
 }

@@ -11,7 +11,7 @@ import { mintServiceCreds } from '@parley/governance';
 import { silentLogger } from '@parley/kit';
 import { runCli } from '@parley/sdk/cli';
 import { freePort, StartupError, startStandalone } from '@parley/standalone';
-import { waitFor } from '@parley/test/harness';
+import { startOtlpReceiver, waitFor } from '@parley/test/harness';
 
 const enc = new TextEncoder();
 const homes: string[] = [];
@@ -204,6 +204,59 @@ describe('the npm start entry point', () => {
       assert.throws(() => process.kill(natsPid, 0), /ESRCH/, 'nats-server is still running');
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('the npm start entry point with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
+  it('exports the demo conversation as one trace across the agents and the services', async () => {
+    const receiver = await startOtlpReceiver();
+    const home = await tempHome();
+    const root = resolve(import.meta.dirname, '../../..');
+    const child = spawn(
+      process.execPath,
+      [
+        'services/standalone/src/main.ts',
+        '--home',
+        home,
+        '--nats-port',
+        String(await freePort()),
+        '--http-port',
+        String(await freePort()),
+      ],
+      {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, LOG_LEVEL: 'error', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', 30_000);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0);
+      const spans = await receiver.waitForSpans(
+        (all) =>
+          all.some((s) => s.service === 'parley-planner') && all.some((s) => s.service === 'parley-reviewer'),
+        { what: 'the demo agents’ spans' },
+      );
+      const plan = spans.find(
+        (s) => s.service === 'parley-planner' && s.name === 'send room' && s.parentSpanId === undefined,
+      );
+      assert.ok(plan, 'the plan starts a trace');
+      const trace = spans.filter((s) => s.traceId === plan.traceId);
+      const services = new Set(trace.map((s) => s.service));
+      for (const s of ['parley-planner', 'parley-reviewer', 'parley-rooms'])
+        assert.ok(services.has(s), `${s} in the trace`);
+      // The review and the thanks are both in it: three sends in one trace.
+      assert.equal(trace.filter((s) => s.name === 'send room').length, 3);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await receiver.close();
     }
   });
 });
