@@ -14,6 +14,7 @@ import {
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
+import { Contacts } from './contacts.js';
 import {
   type Delivery,
   type DeliveryEngine,
@@ -63,6 +64,8 @@ export class Agent {
   readonly presence: PresenceReporter;
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
+  /** Contacts: ask for consent, answer, block, revoke, list. */
+  readonly contacts: Contacts;
   /** @internal replies of the send path */
   readonly replies: ReplyMux;
   readonly #deliveryOptions: DeliveryOptions;
@@ -77,6 +80,7 @@ export class Agent {
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
+    this.contacts = new Contacts(this);
     this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
   }
@@ -101,7 +105,9 @@ export class Agent {
   /**
    * Handles deliveries from this participant's inbox: `message` (what others send; own messages
    * only with `includeOwn`), `room_event` (joins, leaves, room changes), `dead_letter` (a message
-   * this participant sent could not be handled by a recipient). The first call starts consuming;
+   * this participant sent could not be handled by a recipient), `contact_request` (someone asks
+   * this participant, or its agent, for contact: `delivery.contactRequest`), `contact_update` (a
+   * request was answered or expired, a contact ended). The first call starts consuming;
    * the handler's promise is awaited before the message is acknowledged, and a throw means
    * "redeliver later" (in order). Await {@link Agent.listening} to know the consumer runs.
    */

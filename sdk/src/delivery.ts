@@ -14,6 +14,8 @@
  */
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import {
+  ContactNotice,
+  type ContactRequest,
   defaultTracer,
   extractContext,
   headerNames,
@@ -38,10 +40,14 @@ export interface Delivery {
   redelivered: boolean;
   /** True when it was recovered from history after a gap rather than delivered from the inbox. */
   backfilled: boolean;
+  /** For `contact_request` and `contact_update`: the request (answer it with `agent.contacts`). */
+  contactRequest?: ContactRequest;
+  /** For `contact_request` and `contact_update`: the whole notice (what changed, with whom). */
+  contactNotice?: ContactNotice;
 }
 
 /** The kinds of delivery a handler can subscribe to. */
-export type DeliveryEvent = 'message' | 'room_event' | 'dead_letter';
+export type DeliveryEvent = 'message' | 'room_event' | 'dead_letter' | 'contact_request' | 'contact_update';
 
 /** Where an agent keeps, across restarts, the last room position it handled per room. */
 export interface CursorStore {
@@ -304,13 +310,24 @@ export class DeliveryEngine {
 
   async #dispatch(d: Delivery): Promise<void> {
     const kind = d.message.kind;
+    const data = kind === 'system' ? d.message.parts.find((p) => p.type === 'data')?.data : undefined;
+    const notice = data?.event === 'contact_request' || data?.event === 'contact_update';
     const event: DeliveryEvent =
       kind === 'membership' || kind === 'room'
         ? 'room_event'
-        : kind === 'system' &&
-            d.message.parts.some((p) => p.type === 'data' && p.data.event === 'dead_letter')
+        : data?.event === 'dead_letter'
           ? 'dead_letter'
-          : 'message';
+          : notice
+            ? (data.event as DeliveryEvent)
+            : 'message';
+    if (notice) {
+      // A notice from the consent service (its notice room): hand over the request it is about.
+      const parsed = ContactNotice.safeParse(data);
+      if (parsed.success) {
+        d.contactNotice = parsed.data;
+        if (parsed.data.request) d.contactRequest = parsed.data.request;
+      }
+    }
     if (event === 'message' && d.message.sender.id === this.self && !this.options.includeOwn) return;
     const handlers = this.#handlers.get(event);
     if (!handlers?.length) return;

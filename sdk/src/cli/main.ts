@@ -9,6 +9,7 @@
 import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { registerAgentCommands } from './commands/agent.js';
+import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerOrgCommands } from './commands/org.js';
@@ -45,6 +46,7 @@ export function buildProgram(
   registerAgentCommands(program, ctx);
   registerDiscoverCommands(program, ctx);
   registerRoomCommands(program, ctx);
+  registerContactCommands(program, ctx);
   registerTraceCommands(program, ctx);
   return program;
 }

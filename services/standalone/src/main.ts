@@ -75,6 +75,19 @@ out(
 );
 out();
 let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
+// Signals are handled from here on: the demo may still be running when Ctrl-C comes.
+let stopping = false;
+const shutdown = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  out(`\n${signal}: stopping services, draining NATS connections, stopping nats-server…`);
+  await demo?.stop();
+  await standalone.stop();
+  out('stopped.');
+  process.exit(0);
+};
+process.on('SIGINT', () => void shutdown('SIGINT'));
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
 if (opts.demo) {
   const telemetry = standalone.telemetry;
   demo = await startDemo({
@@ -89,20 +102,10 @@ if (opts.demo) {
 out('Try, in another terminal:');
 out(`  curl ${standalone.httpUrl}/healthz`);
 out('  npx parley whoami                       # you are the local admin');
-if (demo) out('  npx parley tail --count 4               # the demo conversation, from your inbox');
+if (demo) {
+  out('  npx parley tail --count 6               # the demo conversation, from your inbox');
+  out(`  npx parley contact list --as ${rel(home.paths.credsDir)}/auditor.creds  # the demo's consent step`);
+}
 out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
 out();
 out('Ctrl-C stops everything; the next start reuses the keys and data.');
-
-let stopping = false;
-const shutdown = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  out(`\n${signal}: stopping services, draining NATS connections, stopping nats-server…`);
-  await demo?.stop();
-  await standalone.stop();
-  out('stopped.');
-  process.exit(0);
-};
-process.on('SIGINT', () => void shutdown('SIGINT'));
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
