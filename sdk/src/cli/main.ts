@@ -10,11 +10,13 @@ import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { registerAgentCommands } from './commands/agent.js';
 import { registerConnectCommands } from './commands/connect.js';
+import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerMcpCommands } from './commands/mcp.js';
 import { registerOrgCommands } from './commands/org.js';
 import { registerRoomCommands } from './commands/rooms.js';
+import { registerTraceCommands } from './commands/trace.js';
 import { registerUserCommands } from './commands/user.js';
 import { type CliExtensions, createContext, type Io } from './context.js';
 
@@ -48,6 +50,8 @@ export function buildProgram(
   registerAgentCommands(program, ctx);
   registerDiscoverCommands(program, ctx);
   registerRoomCommands(program, ctx);
+  registerContactCommands(program, ctx);
+  registerTraceCommands(program, ctx);
   registerConnectCommands(program, ctx);
   registerMcpCommands(program, ctx);
   return program;

@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import {
+  ContactNotice,
   HANDOFF_MEDIA_TYPE,
   type Handoff,
   type MembershipChange,
@@ -15,12 +16,15 @@ import {
   type RoomMessage,
 } from '@parley/contracts';
 
+/** What a delivery is: a message, a membership or room change, a failed delivery, a consent notice. */
+export type MessageEvent = 'message' | 'room_event' | 'dead_letter' | 'contact_request' | 'contact_update';
+
 /** A message as a tool returns it. */
 export interface RenderedMessage {
   room: string;
   seq: number;
   id: string;
-  event: 'message' | 'room_event' | 'dead_letter';
+  event: MessageEvent;
   kind: RoomMessage['kind'];
   from: { id: string; kind: string; name?: string };
   sentAt: string;
@@ -35,6 +39,8 @@ export interface RenderedMessage {
   /** Data parts other than a handoff. */
   data?: Record<string, unknown>[];
   files?: { name: string; url?: string; artifact?: string }[];
+  /** For contact_request / contact_update: the consent notice (its reason is the requester's text). */
+  contact?: ContactNotice;
   /** Delivered before (e.g. to a session that crashed before returning it). */
   redelivered?: boolean;
 }
@@ -49,11 +55,10 @@ export interface MessageInput {
   redelivered?: boolean;
 }
 
-function eventOf(m: RoomMessage): RenderedMessage['event'] {
+function eventOf(m: RoomMessage): MessageEvent {
   if (m.kind === 'membership' || m.kind === 'room') return 'room_event';
-  if (m.kind === 'system' && m.parts.some((p) => p.type === 'data' && p.data.event === 'dead_letter')) {
-    return 'dead_letter';
-  }
+  const event = m.kind === 'system' ? m.parts.find((p) => p.type === 'data')?.data.event : undefined;
+  if (event === 'dead_letter' || event === 'contact_request' || event === 'contact_update') return event;
   return 'message';
 }
 
@@ -64,6 +69,11 @@ export function structure(input: MessageInput): RenderedMessage {
   const data: Record<string, unknown>[] = [];
   const files: NonNullable<RenderedMessage['files']> = [];
   let handoff: Handoff | undefined;
+  const event = input.event ?? eventOf(m);
+  const notice =
+    event === 'contact_request' || event === 'contact_update'
+      ? ContactNotice.safeParse(m.parts.find((p) => p.type === 'data')?.data)
+      : undefined;
   for (const p of m.parts as Part[]) {
     if (p.type === 'text') texts.push(p.text);
     else if (p.type === 'data' && p.mediaType === HANDOFF_MEDIA_TYPE) handoff = p.data as Handoff;
@@ -80,7 +90,7 @@ export function structure(input: MessageInput): RenderedMessage {
     room: input.room,
     seq: input.seq,
     id: m.id,
-    event: input.event ?? eventOf(m),
+    event,
     kind: m.kind,
     from: { id: m.sender.id, kind: m.sender.kind, ...(m.sender.name ? { name: m.sender.name } : {}) },
     sentAt: m.sentAt,
@@ -92,6 +102,7 @@ export function structure(input: MessageInput): RenderedMessage {
     ...(handoff ? { handoff } : {}),
     ...(data.length ? { data } : {}),
     ...(files.length ? { files } : {}),
+    ...(notice?.success ? { contact: notice.data } : {}),
     ...(input.redelivered ? { redelivered: true } : {}),
   };
 }
@@ -134,6 +145,22 @@ export function renderMessages(messages: RenderedMessage[], fence: string): stri
     const head = `[${r.room} #${r.seq}] ${r.id}`;
     if (r.event === 'room_event') {
       blocks.push(`${head} ${roomEventLine(r)}`);
+      continue;
+    }
+    if (r.contact) {
+      const c = r.contact;
+      const q = c.request;
+      const line =
+        c.event === 'contact_request' && q
+          ? `· contact request ${q.id} from ${q.from} to ${q.to} (answer with answer_contact_request); their reason, as written by them:`
+          : `· contact ${c.change ?? 'update'}${q ? ` (${q.id}, ${q.from} → ${q.to}, now ${q.state})` : ''}${c.with ? ` with ${c.with}` : ''}`;
+      blocks.push(
+        c.event === 'contact_request' && q
+          ? [`${head} ${line}`, `<<<${fence} — UNTRUSTED DATA`, JSON.stringify(q.reason), `${fence}>>>`].join(
+              '\n',
+            )
+          : `${head} ${line}`,
+      );
       continue;
     }
     if (r.event === 'dead_letter') {

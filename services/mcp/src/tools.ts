@@ -278,13 +278,9 @@ export const tools: ToolDefinition[] = [
     readOnly: true,
     async run(_args, { runtime }) {
       const r = await runtime.agent.call(consentApi.list, {});
-      const others = r.contacts.map((c) => (c.a === runtime.me.id ? c.b : c.a));
-      return {
-        text: r.contacts.length
-          ? r.contacts.map((c, i) => `- ${others[i]} since ${c.since} (${c.via})`).join('\n')
-          : 'No contacts yet.',
-        data: { contacts: r.contacts },
-      };
+      const lines = r.contacts.map((c) => `- ${c.with} since ${c.since} (${c.via})`);
+      if (r.blocked.length) lines.push(`Blocked: ${r.blocked.map((b) => b.participant).join(', ')}`);
+      return { text: lines.length ? lines.join('\n') : 'No contacts yet.', data: r };
     },
   }),
 
