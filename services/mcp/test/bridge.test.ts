@@ -29,6 +29,7 @@ describe('parley mcp: two sessions and a human', () => {
   let dir: string;
   let grace: Agent;
   let graceId: string;
+  let alan: Agent;
   const ids = { coder: '', reviewer: '' };
   const creds = { coder: '', reviewer: '' };
   const bridges: Bridge[] = [];
@@ -55,6 +56,18 @@ describe('parley mcp: two sessions and a human', () => {
       })
     ).messages;
   const texts = (ms: Returned[]) => ms.filter((m) => m.event === 'message').map((m) => m.text);
+  /** Waits (call after call) until a returned message satisfies `pred`; returns all returned. */
+  const waitUntil = async (b: Bridge, pred: (m: Returned) => boolean) => {
+    const got: Returned[] = [];
+    let text = '';
+    while (!got.some(pred)) {
+      const r = await b.call('wait_for_messages', { timeoutSeconds: 10 });
+      assert.equal(r.isError, undefined, textOf(r));
+      got.push(...(r.structuredContent as { messages: Returned[] }).messages);
+      text += textOf(r);
+    }
+    return { got, text };
+  };
 
   before(async () => {
     parley = await startParley({ backbone: { inboxAckWaitMs: 2_000 } });
@@ -62,15 +75,18 @@ describe('parley mcp: two sessions and a human', () => {
     const admin = await connectAdmin(parley);
     const org = await createOrg(admin, 'acme');
     const g = await createHuman(admin, { org: org.id, name: 'grace', role: 'admin' });
+    const a = await createHuman(admin, { org: org.id, name: 'alan' });
     graceId = g.user.id;
     await admin.close();
     grace = await connectTo(parley, g.creds);
+    alan = await connectTo(parley, a.creds);
+    // Two owners: their agents need each other's consent before they share a room.
     const c = await createAgent(grace, {
       name: 'coder',
       runtime: 'claude-code',
       skills: [{ id: 'coding', name: 'Coding' }],
     });
-    const r = await createAgent(grace, {
+    const r = await createAgent(alan, {
       name: 'reviewer',
       runtime: 'codex',
       skills: [{ id: 'code.review', name: 'Code review' }],
@@ -86,6 +102,7 @@ describe('parley mcp: two sessions and a human', () => {
   after(async () => {
     await Promise.allSettled(bridges.map((b) => b.close()));
     await grace?.close();
+    await alan?.close();
     await parley?.destroy();
     await rm(dir, { recursive: true, force: true });
   });
@@ -125,6 +142,42 @@ describe('parley mcp: two sessions and a human', () => {
       skill: 'code.review',
     });
     assert.equal(r.agents[0]?.id, ids.reviewer);
+  });
+
+  it('consent: refused without it, then requested, seen by the other session, accepted', async () => {
+    const refused = await coder.call('create_room', { title: 'too early', members: [ids.reviewer] });
+    assert.equal(refused.isError, true);
+    assert.equal((refused.structuredContent as { error: { code: string } }).error.code, 'NO_CONSENT');
+    assert.match(textOf(refused), /^NO_CONSENT: /);
+    const asked = await coder.ok<{ request: { id: string; state: string } }>('request_contact', {
+      to: ids.reviewer,
+      reason: 'I would like you to review my billing refactor.',
+    });
+    assert.equal(asked.request.state, 'pending');
+    // The reviewer's session hears of it through its inbox, the reason fenced as data.
+    const notice = await waitUntil(reviewer, (m) => m.event === 'contact_request');
+    const n = notice.got.find((m) => m.event === 'contact_request') as Returned & {
+      contact?: { request: { id: string } };
+    };
+    assert.equal(n?.contact?.request.id, asked.request.id);
+    assert.match(notice.text, /UNTRUSTED DATA\n"I would like you to review my billing refactor\."/);
+    const pending = await reviewer.ok<{ incoming: { id: string }[] }>('pending_requests');
+    assert.deepEqual(
+      pending.incoming.map((q) => q.id),
+      [asked.request.id],
+    );
+    const answered = await reviewer.ok<{ request: { state: string } }>('answer_contact_request', {
+      id: asked.request.id,
+      answer: 'accept',
+    });
+    assert.equal(answered.request.state, 'accepted');
+    const contacts = await coder.ok<{ contacts: { with: string }[] }>('list_contacts');
+    assert.deepEqual(
+      contacts.contacts.map((c) => c.with),
+      [ids.reviewer],
+    );
+    // The coder's session is told too.
+    await waitUntil(coder, (m) => m.event === 'contact_update');
   });
 
   it('a room, a handoff and a review, in order, each message returned once', async () => {
