@@ -143,7 +143,8 @@ export async function registerMcpHttp(app: FastifyInstance, o: McpHttpOptions): 
   );
   sweep.unref();
 
-  app.addHook('onClose', async () => {
+  // preClose, not onClose: open SSE streams would keep the server from closing before onClose runs.
+  app.addHook('preClose', async () => {
     clearInterval(sweep);
     await Promise.allSettled([...sessions.keys()].map(closeSession));
   });
