@@ -102,6 +102,7 @@ describe('SDK delivery, pull mode', () => {
     const held = await doomed.pull({ until: (d) => text(d) === 'c3' });
     assert.deepEqual(messages(held.deliveries), ['c0', 'c1', 'c2', 'c3']);
     await nc.close(); // no ack, no nak
+    await doomed.close(); // its timers; the connection is already gone
     const positions = new Map<string, number>();
     const store: CursorStore = { get: (k) => positions.get(k), set: (k, v) => void positions.set(k, v) };
     const next = await parley.connect(r.creds, {

@@ -39,6 +39,7 @@ describe('standalone backbone', () => {
         governance: true,
         rooms: true,
         consent: true,
+        mcp: true,
       });
       assert.equal((await fetch(`${first.httpUrl}/readyz`)).status, 200);
 
