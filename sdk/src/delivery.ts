@@ -59,6 +59,15 @@ export interface Delivery {
 /** The kinds of delivery a handler can subscribe to. */
 export type DeliveryEvent = 'message' | 'room_event' | 'dead_letter' | 'contact_request' | 'contact_update';
 
+/** The event a room message goes to: a membership or room change, a dead letter, a consent notice, or a message. */
+export function deliveryEventOf(message: RoomMessage): DeliveryEvent {
+  if (message.kind === 'membership' || message.kind === 'room') return 'room_event';
+  const event =
+    message.kind === 'system' ? message.parts.find((p) => p.type === 'data')?.data.event : undefined;
+  if (event === 'dead_letter' || event === 'contact_request' || event === 'contact_update') return event;
+  return 'message';
+}
+
 /** Where an agent keeps, across restarts, the last room position it handled per room. */
 export interface CursorStore {
   get(room: string): number | undefined | Promise<number | undefined>;
@@ -495,18 +504,9 @@ export class DeliveryEngine {
    * this participant does not want it (its own message).
    */
   #classify(d: Delivery): DeliveryEvent | undefined {
-    const kind = d.message.kind;
-    const data = kind === 'system' ? d.message.parts.find((p) => p.type === 'data')?.data : undefined;
-    const notice = data?.event === 'contact_request' || data?.event === 'contact_update';
-    const event: DeliveryEvent =
-      kind === 'membership' || kind === 'room'
-        ? 'room_event'
-        : data?.event === 'dead_letter'
-          ? 'dead_letter'
-          : notice
-            ? (data.event as DeliveryEvent)
-            : 'message';
-    if (notice) {
+    const event = deliveryEventOf(d.message);
+    if (event === 'contact_request' || event === 'contact_update') {
+      const data = d.message.parts.find((p) => p.type === 'data')?.data;
       // A notice from the consent service (its notice room): hand over the request it is about.
       const parsed = ContactNotice.safeParse(data);
       if (parsed.success) {

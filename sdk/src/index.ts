@@ -12,6 +12,7 @@ export type {
   PulledDelivery,
   PullOptions,
 } from './delivery.js';
+export { deliveryEventOf } from './delivery.js';
 export * from './directory.js';
 export * from './presence.js';
 export * from './rooms.js';

@@ -15,9 +15,10 @@ import {
   type RoomChange,
   type RoomMessage,
 } from '@parley/contracts';
+import { type DeliveryEvent, deliveryEventOf } from '@parley/sdk';
 
 /** What a delivery is: a message, a membership or room change, a failed delivery, a consent notice. */
-export type MessageEvent = 'message' | 'room_event' | 'dead_letter' | 'contact_request' | 'contact_update';
+export type MessageEvent = DeliveryEvent;
 
 /** A message as a tool returns it. */
 export interface RenderedMessage {
@@ -55,13 +56,6 @@ export interface MessageInput {
   redelivered?: boolean;
 }
 
-function eventOf(m: RoomMessage): MessageEvent {
-  if (m.kind === 'membership' || m.kind === 'room') return 'room_event';
-  const event = m.kind === 'system' ? m.parts.find((p) => p.type === 'data')?.data.event : undefined;
-  if (event === 'dead_letter' || event === 'contact_request' || event === 'contact_update') return event;
-  return 'message';
-}
-
 /** The structured form of a message. */
 export function structure(input: MessageInput): RenderedMessage {
   const m = input.message;
@@ -69,7 +63,7 @@ export function structure(input: MessageInput): RenderedMessage {
   const data: Record<string, unknown>[] = [];
   const files: NonNullable<RenderedMessage['files']> = [];
   let handoff: Handoff | undefined;
-  const event = input.event ?? eventOf(m);
+  const event = input.event ?? deliveryEventOf(m);
   const notice =
     event === 'contact_request' || event === 'contact_update'
       ? ContactNotice.safeParse(m.parts.find((p) => p.type === 'data')?.data)
