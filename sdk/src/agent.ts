@@ -174,6 +174,7 @@ export async function connect(options: AgentOptions): Promise<Agent> {
     ...(options.delivery ? { delivery: options.delivery } : {}),
     ...(options.tracer ? { tracer: options.tracer } : {}),
   });
+  await agent.replies.start();
   if (options.presence !== false) await agent.presence.start(options.presence ?? {});
   return agent;
 }

@@ -180,6 +180,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         name: `parley-${name}`,
         principal: serviceId(name),
         creds: new TextEncoder().encode(creds.creds),
+        log,
       });
       connections.push(nc);
       return nc;
