@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { defineApi } from './api.js';
-import { ParticipantId, PrincipalId, RoomId } from './ids.js';
+import { MessageId, ParticipantId, PrincipalId, RoomId } from './ids.js';
 import { limits } from './limits.js';
 import { RoomMessage } from './messages.js';
 import { named } from './registry-of-schemas.js';
@@ -252,5 +252,78 @@ export const roomsApi = {
         more: z.boolean().describe('True when more entries exist in the same direction.'),
       }),
     ),
+  }),
+  pause: defineApi({
+    service: 'rooms',
+    method: 'pause',
+    summary:
+      'Pause a room for agents (the owner, a human member, or a service): their sends are refused with ROOM_PAUSED until a human resumes it.',
+    access: 'participant',
+    request: named(
+      'PauseRoomRequest',
+      RoomRef().extend({ reason: z.string().trim().min(1).max(500).default('paused') }),
+    ),
+    response: Room,
+  }),
+  resume: defineApi({
+    service: 'rooms',
+    method: 'resume',
+    summary: 'Resume a paused room (a human member or a service): agents may send again.',
+    access: 'participant',
+    request: named(
+      'ResumeRoomRequest',
+      RoomRef().extend({ reason: z.string().trim().min(1).max(500).default('resumed') }),
+    ),
+    response: Room,
+  }),
+  members: defineApi({
+    service: 'rooms',
+    method: 'members',
+    summary: 'Services only: which of `participants` are current members of a room.',
+    access: 'service',
+    request: named(
+      'RoomMembersRequest',
+      RoomRef().extend({ participants: z.array(ParticipantId).min(1).max(100) }),
+    ),
+    response: named(
+      'RoomMembersResponse',
+      z.object({
+        room: RoomId,
+        members: z.array(ParticipantId),
+        owner: ParticipantId,
+        paused: z.boolean(),
+        closed: z.boolean(),
+      }),
+    ),
+  }),
+  findMessage: defineApi({
+    service: 'rooms',
+    method: 'findMessage',
+    summary:
+      'Services only: a message of any room by its id (the id’s time bounds the search of the room log).',
+    access: 'service',
+    request: named('FindMessageRequest', z.object({ id: MessageId })),
+    response: HistoryEntry,
+  }),
+  notify: defineApi({
+    service: 'rooms',
+    method: 'notify',
+    summary:
+      'Services only: a private notice to a participant, in its own "Parley notices" room (created on first use), delivered to its inbox like any message.',
+    access: 'service',
+    request: named(
+      'NotifyRequest',
+      z.object({
+        participant: ParticipantId,
+        text: z.string().min(1).max(4000),
+        data: z.record(z.string(), z.unknown()).default({}),
+        id: z
+          .string()
+          .regex(/^[A-Za-z0-9_:-]{1,128}$/)
+          .optional()
+          .describe('De-duplication id: the same notice sent twice is stored once (2 minute window).'),
+      }),
+    ),
+    response: named('NotifyResponse', z.object({ room: RoomId, seq: z.int().min(1) })),
   }),
 } as const;
