@@ -3,7 +3,7 @@ export * from './operator.js';
 export * from './service.js';
 export {
   createDelegationKey,
-  type DelegationKeySet,
+  DelegationKeySet,
   type DelegationPrivateKey,
   publicJwk,
 } from './signing-keys.js';
