@@ -119,7 +119,10 @@ export function readDelegationToken(token: string): DelegationView {
   }
   const parsed = DelegationClaims.safeParse(payload);
   if (!parsed.success) {
-    throw new ParleyError('INVALID_ARGUMENT', `not a Parley delegation token: ${parsed.error.issues[0]?.message}`);
+    throw new ParleyError(
+      'INVALID_ARGUMENT',
+      `not a Parley delegation token: ${parsed.error.issues[0]?.message}`,
+    );
   }
   return delegationView(parsed.data);
 }

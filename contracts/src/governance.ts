@@ -26,7 +26,8 @@ export const Scope = named(
     .min(1)
     .max(200)
     .regex(/^(\*|[a-z][a-z0-9_.:-]*?([.:]\*)?)$/, {
-      message: 'lowercase letters, digits, . _ : - (a trailing ":*" or ".*" segment, or "*" alone, is a pattern)',
+      message:
+        'lowercase letters, digits, . _ : - (a trailing ":*" or ".*" segment, or "*" alone, is a pattern)',
     })
     .describe('A scope, e.g. hr:payroll:read or tool:hr.payroll.read; hr:* covers every hr: scope.'),
 );
@@ -190,7 +191,9 @@ export const Budget = named(
     ...BudgetLimits,
     onExceed: z
       .enum(['suspend', 'pause_room'])
-      .describe('suspend = the agent (every agent of the owner) is suspended; pause_room = the room of the report is paused.'),
+      .describe(
+        'suspend = the agent (every agent of the owner) is suspended; pause_room = the room of the report is paused.',
+      ),
     by: PrincipalId,
     at: z.iso.datetime(),
   }),
@@ -365,7 +368,9 @@ export const governanceApi = {
     request: named(
       'IssueTokenRequest',
       z.object({
-        onBehalfOf: UserId.optional().describe('Admins only: the human the token speaks for. @default the caller'),
+        onBehalfOf: UserId.optional().describe(
+          'Admins only: the human the token speaks for. @default the caller',
+        ),
         actor: AgentId,
         scope: z.array(Scope).min(1).max(50),
         ttlSeconds: z
@@ -479,7 +484,10 @@ export const governanceApi = {
         argsDigest: z.string().regex(/^sha256=[0-9a-f]{64}$/),
         status: z.enum(['ok', 'error', 'denied']),
         error: z.string().max(200).optional().describe('The error code or class of a failed call.'),
-        durationMs: z.number().min(0).max(7 * 24 * 3600 * 1000),
+        durationMs: z
+          .number()
+          .min(0)
+          .max(7 * 24 * 3600 * 1000),
         token: z.string().min(1).max(8192).optional(),
         message: MessageId.optional(),
         causedBy: MessageId.optional(),
@@ -509,10 +517,7 @@ export const governanceApi = {
     method: 'setGrants',
     summary: 'Set the scopes a human holds (an admin of the human’s org). Replaces the previous list.',
     access: 'human',
-    request: named(
-      'SetGrantsRequest',
-      z.object({ participant: UserId, scopes: z.array(Scope).max(100) }),
-    ),
+    request: named('SetGrantsRequest', z.object({ participant: UserId, scopes: z.array(Scope).max(100) })),
     response: Grants,
   }),
   setOrgPolicy: defineApi({
@@ -590,7 +595,9 @@ export const governanceApi = {
       'AuditChainResponse',
       z.object({
         hops: z.array(AuditHop).describe('Newest first: the hop asked about, then what caused it.'),
-        origin: PrincipalId.optional().describe('The human who started it (the first sender or the principal).'),
+        origin: PrincipalId.optional().describe(
+          'The human who started it (the first sender or the principal).',
+        ),
         complete: z.boolean().describe('False when a hop could not be found (e.g. past retention).'),
       }),
     ),

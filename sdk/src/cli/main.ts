@@ -10,8 +10,10 @@ import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { registerAgentCommands } from './commands/agent.js';
 import { registerDiscoverCommands } from './commands/discover.js';
+import { registerGovernanceCommands } from './commands/governance.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerOrgCommands } from './commands/org.js';
+import { registerRoomGuardCommands } from './commands/room-guards.js';
 import { registerRoomCommands } from './commands/rooms.js';
 import { registerUserCommands } from './commands/user.js';
 import { createContext, type Io } from './context.js';
@@ -44,6 +46,8 @@ export function buildProgram(
   registerAgentCommands(program, ctx);
   registerDiscoverCommands(program, ctx);
   registerRoomCommands(program, ctx);
+  registerRoomGuardCommands(program, ctx);
+  registerGovernanceCommands(program, ctx);
   return program;
 }
 

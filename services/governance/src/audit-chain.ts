@@ -93,7 +93,9 @@ export function createAuditChain(deps: {
       ...(decision ? { decision } : {}),
       tool: String(called?.data?.tool ?? authorized?.data?.tool ?? r.target ?? ''),
       status,
-      ...(typeof (authorized ?? called)?.data?.jti === 'string' ? { tokenId: String((authorized ?? called)?.data?.jti) } : {}),
+      ...(typeof (authorized ?? called)?.data?.jti === 'string'
+        ? { tokenId: String((authorized ?? called)?.data?.jti) }
+        : {}),
       ...(Array.isArray(scope) ? { scope: scope.map(String) } : {}),
       ...(r.causedBy ? { causedBy: r.causedBy } : {}),
       ...(r.traceId ? { traceId: r.traceId } : {}),
@@ -120,7 +122,9 @@ export function createAuditChain(deps: {
     let reason = 'admitted by the ingress (member of the room)';
     if (obo) {
       const made = await delegationRecord(obo.tokenId);
-      const how = made ? `; ${obo.tokenId} was ${made.action === 'issue' ? 'issued' : 'exchanged'} by ${made.actor} (${made.decision?.reason ?? 'ok'})` : '';
+      const how = made
+        ? `; ${obo.tokenId} was ${made.action === 'issue' ? 'issued' : 'exchanged'} by ${made.actor} (${made.decision?.reason ?? 'ok'})`
+        : '';
       reason = obo.token
         ? `admitted: ${m.sender.id} hands ${obo.principal}'s delegation ${obo.tokenId} to ${obo.chain.at(-1)}${how}`
         : `admitted: ${m.sender.id} acts for ${obo.principal} under ${obo.tokenId}${how}`;
@@ -165,8 +169,15 @@ export function createAuditChain(deps: {
       for (let i = 0; next && i < MAX_HOPS; i++) {
         let found: RoomMessage;
         try {
-          found = (await request(deps.nc, SELF, roomsApi.findMessage, { id: next }, { tracer: deps.tracer, timeout: 15_000 }))
-            .message;
+          found = (
+            await request(
+              deps.nc,
+              SELF,
+              roomsApi.findMessage,
+              { id: next },
+              { tracer: deps.tracer, timeout: 15_000 },
+            )
+          ).message;
         } catch (err) {
           if (!isParleyError(err, 'NOT_FOUND')) throw err;
           if (hops.length === 0) throw new ParleyError('NOT_FOUND', `no message ${of} was found`);
@@ -182,7 +193,10 @@ export function createAuditChain(deps: {
           ? last.actor
           : hops.map((h) => h.onBehalfOf[0]).find((p): p is string => p?.startsWith('usr_') === true);
       if (!(await mayRead(caller, hops, origin))) {
-        throw new ParleyError('NOT_FOUND', `no ${of.startsWith('tc_') ? 'tool call' : 'message'} ${of} was found`);
+        throw new ParleyError(
+          'NOT_FOUND',
+          `no ${of.startsWith('tc_') ? 'tool call' : 'message'} ${of} was found`,
+        );
       }
       return { hops, ...(origin ? { origin } : {}), complete };
     },

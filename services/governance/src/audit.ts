@@ -4,7 +4,7 @@
  * id says when it was authorized, and only a short stretch of one audit subject is read.
  */
 import { DeliverPolicy, type JetStreamClient } from '@nats-io/jetstream';
-import { activeTraceIds, AuditRecord, streams, subjects } from '@parley/contracts';
+import { AuditRecord, activeTraceIds, streams, subjects } from '@parley/contracts';
 import { appendAudit } from '@parley/kit';
 
 /** Appends an audit record, stamped with the active trace id. */

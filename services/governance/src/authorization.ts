@@ -137,13 +137,19 @@ export function createAuthorization(deps: AuthorizationDeps) {
     for (const actor of view.chain) {
       const facts = await directory.find(actor);
       if (facts?.kind === 'agent' && !anyScopeCovers(facts.scopes, action)) {
-        return deny(`${actor} may not hold ${action} (not on its card), so the token lost it at that link`, actor);
+        return deny(
+          `${actor} may not hold ${action} (not on its card), so the token lost it at that link`,
+          actor,
+        );
       }
     }
     for (const jti of view.lineage) {
       const r = await deps.delegation.tokenRecord(jti);
       if (r && !anyScopeCovers(r.scope, action)) {
-        return deny(`${action} was left out when ${r.issuedBy} ${r.parent ? 'exchanged' : 'issued'} ${jti}`, r.issuedBy);
+        return deny(
+          `${action} was left out when ${r.issuedBy} ${r.parent ? 'exchanged' : 'issued'} ${jti}`,
+          r.issuedBy,
+        );
       }
     }
     return deny(`${action} is not in the token's scope (${view.scope.join(', ')})`, 'token');
@@ -176,7 +182,8 @@ export function createAuthorization(deps: AuthorizationDeps) {
     for (const p of [principal, ...chain]) {
       const s = store.standing(p);
       if (s && s.status !== 'active') {
-        const code = s.status === 'revoked' ? 'REVOKED' : s.cause === 'budget' ? 'BUDGET_EXCEEDED' : 'SUSPENDED';
+        const code =
+          s.status === 'revoked' ? 'REVOKED' : s.cause === 'budget' ? 'BUDGET_EXCEEDED' : 'SUSPENDED';
         return { ...base, decision: deny(`${p} is ${s.status}: ${s.reason}`, p, code) };
       }
     }
@@ -222,7 +229,7 @@ export function createAuthorization(deps: AuthorizationDeps) {
   return {
     /** Starts listening for card changes (they change what an agent is granted). */
     start() {
-      registryChanges = deps.nc.subscribe(subjects.event('registry', '>'), { callback: () => cache.clear() });
+      registryChanges = deps.nc.subscribe('parley.evt.registry.>', { callback: () => cache.clear() });
     },
     stop() {
       clearInterval(sweep);
@@ -244,7 +251,8 @@ export function createAuthorization(deps: AuthorizationDeps) {
       const ttlMs = decision.allow ? Math.max(0, Math.min(deps.cacheMs, (outcome?.until ?? now) - now)) : 0;
       if (ttlMs > 0) {
         const until = now + ttlMs;
-        for (const k of [...(view?.lineage ?? []), ...(principal ? [principal] : []), ...chain]) hold(k, caller, until);
+        for (const k of [...(view?.lineage ?? []), ...(principal ? [principal] : []), ...chain])
+          hold(k, caller, until);
       }
       if (!decision.allow) deps.metrics?.recordDenial(decision.code ?? 'PERMISSION_DENIED');
       await audit(deps.js, {

@@ -22,9 +22,9 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
-  actClaimOf,
   type ApiParsedRequest,
   type ApiResponse,
+  actClaimOf,
   consentApi,
   DELEGATION_ALG,
   DELEGATION_ISSUER,
@@ -131,21 +131,35 @@ export function createDelegation(deps: DelegationDeps) {
   /** May `a` and `b` talk: fellow members of `room`, or contacts (consent). */
   async function requireRelationship(a: string, b: string, room: string | undefined): Promise<string> {
     if (room) {
-      const r = await request(deps.nc, SELF, roomsApi.members, { room, participants: [a, b] }, { tracer: deps.tracer });
+      const r = await request(
+        deps.nc,
+        SELF,
+        roomsApi.members,
+        { room, participants: [a, b] },
+        { tracer: deps.tracer },
+      );
       const missing = [a, b].filter((p) => !r.members.includes(p));
       if (missing.length) {
-        throw new ParleyError('NOT_A_MEMBER', `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} not a member of room ${room}`, {
-          details: { room, missing },
-        });
+        throw new ParleyError(
+          'NOT_A_MEMBER',
+          `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} not a member of room ${room}`,
+          {
+            details: { room, missing },
+          },
+        );
       }
       return `fellow members of ${room}`;
     }
     try {
       const c = await request(deps.nc, SELF, consentApi.check, { a, b }, { tracer: deps.tracer });
       if (c.allowed) return `contacts (${c.via})`;
-      throw new ParleyError('NO_CONSENT', `${a} and ${b} are not contacts: pass a room both are members of, or ask for contact first`, {
-        details: { missing: c.missing ?? 'contact' },
-      });
+      throw new ParleyError(
+        'NO_CONSENT',
+        `${a} and ${b} are not contacts: pass a room both are members of, or ask for contact first`,
+        {
+          details: { missing: c.missing ?? 'contact' },
+        },
+      );
     } catch (err) {
       if (isParleyError(err, 'NO_CONSENT')) throw err;
       // No consent service (yet), or it failed: contacts cannot be confirmed, so this is "not a contact".
@@ -173,7 +187,11 @@ export function createDelegation(deps: DelegationDeps) {
 
     async issue(req: Req<'issueToken'>, caller: string): Promise<Res<'issueToken'>> {
       const principal = req.onBehalfOf ?? caller;
-      if (isServiceId(principal)) throw new ParleyError('INVALID_ARGUMENT', 'a service cannot be the principal of a delegation: name onBehalfOf');
+      if (isServiceId(principal))
+        throw new ParleyError(
+          'INVALID_ARGUMENT',
+          'a service cannot be the principal of a delegation: name onBehalfOf',
+        );
       const human = await directory.human(principal);
       if (principal !== caller && !isServiceId(caller)) {
         const me = await directory.human(caller);
@@ -203,16 +221,38 @@ export function createDelegation(deps: DelegationDeps) {
         throw denied(why, { notHeld, deniedByOrg: byOrg });
       }
       const scope = intersectScopes(requested, actor.scopes);
-      const dropped = requested.filter((s) => !scope.includes(s) && uncoveredScopes([s], actor.scopes).length > 0);
+      const dropped = requested.filter(
+        (s) => !scope.includes(s) && uncoveredScopes([s], actor.scopes).length > 0,
+      );
       if (scope.length === 0) {
-        throw denied(`${actor.id} may hold none of ${requested.join(', ')} (its card lists ${actor.scopes.join(', ') || 'no scopes'})`, {
-          dropped,
-        });
+        throw denied(
+          `${actor.id} may hold none of ${requested.join(', ')} (its card lists ${actor.scopes.join(', ') || 'no scopes'})`,
+          {
+            dropped,
+          },
+        );
       }
       const exp = Math.floor(Date.now() / 1000) + req.ttlSeconds;
       const chain = [actor.id];
-      const { token, jti } = await sign({ principal, org: human.org, chain, scope, exp, task: req.task, ancestors: [] });
-      await record({ jti, principal, org: human.org, chain, scope, exp, issuedBy: caller, at: new Date().toISOString() });
+      const { token, jti } = await sign({
+        principal,
+        org: human.org,
+        chain,
+        scope,
+        exp,
+        task: req.task,
+        ancestors: [],
+      });
+      await record({
+        jti,
+        principal,
+        org: human.org,
+        chain,
+        scope,
+        exp,
+        issuedBy: caller,
+        at: new Date().toISOString(),
+      });
       await audit(js, {
         domain: 'delegation',
         action: 'issue',
@@ -221,7 +261,9 @@ export function createDelegation(deps: DelegationDeps) {
         target: actor.id,
         decision: {
           allow: true,
-          reason: dropped.length ? `issued; ${dropped.join(', ')} dropped (not on ${actor.id}'s card)` : 'issued',
+          reason: dropped.length
+            ? `issued; ${dropped.join(', ')} dropped (not on ${actor.id}'s card)`
+            : 'issued',
           decidedBy: principal,
         },
         data: { jti, scope, dropped, exp, ...(req.task ? { task: req.task } : {}) },
@@ -234,12 +276,16 @@ export function createDelegation(deps: DelegationDeps) {
       if (view.actor !== caller) {
         throw denied(`only the token's current actor (${view.actor}) may exchange it`, { actor: view.actor });
       }
-      if (req.actor === caller) throw new ParleyError('INVALID_ARGUMENT', 'a token cannot be exchanged for its own actor');
+      if (req.actor === caller)
+        throw new ParleyError('INVALID_ARGUMENT', 'a token cannot be exchanged for its own actor');
       const chain = [...view.chain, req.actor];
       if (chain.length > deps.maxDepth) {
-        throw denied(`the delegation chain would have ${chain.length} actors; at most ${deps.maxDepth} are allowed`, {
-          maxDepth: deps.maxDepth,
-        });
+        throw denied(
+          `the delegation chain would have ${chain.length} actors; at most ${deps.maxDepth} are allowed`,
+          {
+            maxDepth: deps.maxDepth,
+          },
+        );
       }
       for (const p of [view.principal, ...view.chain]) requireStanding(p);
       const next = await directory.agent(req.actor);
@@ -247,9 +293,12 @@ export function createDelegation(deps: DelegationDeps) {
       const requested = req.scope ? normalizeScopes(req.scope) : view.scope;
       const escalation = uncoveredScopes(requested, view.scope);
       if (escalation.length) {
-        throw denied(`scope escalation: ${escalation.join(', ')} ${escalation.length > 1 ? 'are' : 'is'} not in the token's scope (${view.scope.join(', ')})`, {
-          escalation,
-        });
+        throw denied(
+          `scope escalation: ${escalation.join(', ')} ${escalation.length > 1 ? 'are' : 'is'} not in the token's scope (${view.scope.join(', ')})`,
+          {
+            escalation,
+          },
+        );
       }
       const now = Math.floor(Date.now() / 1000);
       const exp = req.ttlSeconds === undefined ? view.claims.exp : now + req.ttlSeconds;
@@ -260,11 +309,16 @@ export function createDelegation(deps: DelegationDeps) {
       }
       const relation = await requireRelationship(caller, next.id, req.room);
       const scope = intersectScopes(requested, next.scopes);
-      const dropped = requested.filter((s) => !scope.includes(s) && uncoveredScopes([s], next.scopes).length > 0);
+      const dropped = requested.filter(
+        (s) => !scope.includes(s) && uncoveredScopes([s], next.scopes).length > 0,
+      );
       if (scope.length === 0) {
-        throw denied(`${next.id} may hold none of ${requested.join(', ')} (its card lists ${next.scopes.join(', ') || 'no scopes'})`, {
-          dropped,
-        });
+        throw denied(
+          `${next.id} may hold none of ${requested.join(', ')} (its card lists ${next.scopes.join(', ') || 'no scopes'})`,
+          {
+            dropped,
+          },
+        );
       }
       const ancestors = view.lineage;
       const { token, jti } = await sign({
@@ -316,7 +370,13 @@ export function createDelegation(deps: DelegationDeps) {
         }
         // Someone who may not revoke it learns nothing about it.
         if (!allowed) throw new ParleyError('NOT_FOUND', `no token ${req.jti} was issued`);
-        const value: RevokedToken = { jti: r.jti, by: caller as PrincipalId, reason: req.reason, at, exp: r.exp };
+        const value: RevokedToken = {
+          jti: r.jti,
+          by: caller as PrincipalId,
+          reason: req.reason,
+          at,
+          exp: r.exp,
+        };
         await deps.policy.put(policyKeys.revokedToken(r.jti), JSON.stringify(value));
         verifier.markRevoked({ token: value });
         await audit(js, {
@@ -327,7 +387,11 @@ export function createDelegation(deps: DelegationDeps) {
           target: r.jti,
           data: { reason: req.reason },
         });
-        await publishEvent(js, 'governance', 'token.revoked', { actor: caller, subject: r.jti, data: { reason: req.reason } });
+        await publishEvent(js, 'governance', 'token.revoked', {
+          actor: caller,
+          subject: r.jti,
+          data: { reason: req.reason },
+        });
         return { revoked: 'token', id: r.jti, at };
       }
       if (!isServiceId(caller) && caller !== req.principal) {

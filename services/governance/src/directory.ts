@@ -11,7 +11,6 @@ import {
   registryApi,
   request,
   serviceId,
-  subjects,
   type Tracer,
 } from '@parley/contracts';
 
@@ -92,7 +91,7 @@ export function createDirectory(o: DirectoryOptions) {
   return {
     /** Starts listening for registry changes (cards, deregistrations). */
     start() {
-      changes = o.nc.subscribe(subjects.event('registry', '>'), {
+      changes = o.nc.subscribe('parley.evt.registry.>', {
         callback: (err, msg) => {
           if (err) return;
           const id = msg.json<{ subject?: string }>().subject;

@@ -40,7 +40,8 @@ export function createGrants(deps: {
     const me = await deps.directory.human(caller);
     if (me.superadmin) return;
     if (me.org !== org) throw new ParleyError('NOT_FOUND', `${org} does not exist`);
-    if (me.role !== 'admin') throw new ParleyError('PERMISSION_DENIED', `only an admin of ${org} may change its policy`);
+    if (me.role !== 'admin')
+      throw new ParleyError('PERMISSION_DENIED', `only an admin of ${org} may change its policy`);
   }
 
   return {
@@ -69,13 +70,17 @@ export function createGrants(deps: {
       return value;
     },
 
-    async setOrgPolicy(req: ApiParsedRequest<typeof governanceApi.setOrgPolicy>, caller: string): Promise<OrgPolicy> {
+    async setOrgPolicy(
+      req: ApiParsedRequest<typeof governanceApi.setOrgPolicy>,
+      caller: string,
+    ): Promise<OrgPolicy> {
       await requireAdmin(caller, req.org);
       const me = isServiceId(caller) ? undefined : await deps.directory.human(caller);
       if (!me || me.org !== req.org) {
         // The superadmin and services may name any org: it must exist.
         const { orgs } = await request(deps.nc, SELF, registryApi.listOrgs, {}, { tracer: deps.tracer });
-        if (!orgs.some((o) => o.id === req.org)) throw new ParleyError('NOT_FOUND', `${req.org} does not exist`);
+        if (!orgs.some((o) => o.id === req.org))
+          throw new ParleyError('NOT_FOUND', `${req.org} does not exist`);
       }
       const value: OrgPolicy = {
         org: req.org,

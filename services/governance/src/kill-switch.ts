@@ -73,7 +73,8 @@ export function createKillSwitch(deps: KillSwitchDeps) {
 
   function refuseRevoked(id: string): void {
     const s = store.standing(id);
-    if (s?.status === 'revoked') throw new ParleyError('REVOKED', `${id} was revoked (${s.reason}): it stays revoked`);
+    if (s?.status === 'revoked')
+      throw new ParleyError('REVOKED', `${id} was revoked (${s.reason}): it stays revoked`);
   }
 
   const response = (agent: string, p: ParticipantPolicy) => ({

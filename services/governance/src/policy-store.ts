@@ -10,8 +10,8 @@ import {
   Grants,
   OrgPolicy,
   ParticipantPolicy,
-  policyKeys,
   type PrincipalId,
+  policyKeys,
 } from '@parley/contracts';
 import { type KvWatch, type Logger, watchKv } from '@parley/kit';
 
@@ -60,14 +60,34 @@ export async function createPolicyStore(kv: KV, log: Logger) {
   const grantsPrefix = policyKeys.grants('');
   const orgPrefix = policyKeys.org('');
   const budgetPrefix = 'budget.';
-  const onStanding = table(participantPrefix, standings, (v) => ParticipantPolicy.parse(v), (id, value) => ({
-    kind: 'participant',
-    id,
-    value,
-  }));
-  const onGrants = table(grantsPrefix, grants, (v) => Grants.parse(v), (id) => ({ kind: 'grants', id }));
-  const onOrg = table(orgPrefix, orgs, (v) => OrgPolicy.parse(v), (id) => ({ kind: 'org', id }));
-  const onBudget = table(budgetPrefix, budgets, (v) => Budget.parse(v), (id) => ({ kind: 'budget', id }));
+  const onStanding = table(
+    participantPrefix,
+    standings,
+    (v) => ParticipantPolicy.parse(v),
+    (id, value) => ({
+      kind: 'participant',
+      id,
+      value,
+    }),
+  );
+  const onGrants = table(
+    grantsPrefix,
+    grants,
+    (v) => Grants.parse(v),
+    (id) => ({ kind: 'grants', id }),
+  );
+  const onOrg = table(
+    orgPrefix,
+    orgs,
+    (v) => OrgPolicy.parse(v),
+    (id) => ({ kind: 'org', id }),
+  );
+  const onBudget = table(
+    budgetPrefix,
+    budgets,
+    (v) => Budget.parse(v),
+    (id) => ({ kind: 'budget', id }),
+  );
   await watch(participantPrefix, onStanding);
   await watch(grantsPrefix, onGrants);
   await watch(orgPrefix, onOrg);

@@ -51,7 +51,10 @@ export interface SigningKeys {
 export async function loadSigningKeys(set: DelegationKeySet): Promise<SigningKeys> {
   const parsed = DelegationKeySet.parse(set);
   const first = parsed.keys[0] as DelegationPrivateKey;
-  const key = (await importJWK({ kty: 'OKP', crv: 'Ed25519', x: first.x, d: first.d }, 'EdDSA')) as webcrypto.CryptoKey;
+  const key = (await importJWK(
+    { kty: 'OKP', crv: 'Ed25519', x: first.x, d: first.d },
+    'EdDSA',
+  )) as webcrypto.CryptoKey;
   return { kid: first.kid, key, published: parsed.keys.map(publicJwk) };
 }
 
@@ -65,7 +68,9 @@ export function parseDelegationKeys(json: string): DelegationKeySet {
   }
   const r = DelegationKeySet.safeParse(value);
   if (!r.success) {
-    throw new Error(`PARLEY_DELEGATION_KEYS: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw new Error(
+      `PARLEY_DELEGATION_KEYS: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
   }
   return r.data;
 }

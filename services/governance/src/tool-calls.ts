@@ -19,7 +19,11 @@ import type { Directory } from './directory.js';
 type RecordRequest = ApiParsedRequest<typeof governanceApi.recordToolCall>;
 
 /** Builds recordToolCall. */
-export function createToolCalls(deps: { js: JetStreamClient; verifier: DelegationVerifier; directory: Directory }) {
+export function createToolCalls(deps: {
+  js: JetStreamClient;
+  verifier: DelegationVerifier;
+  directory: Directory;
+}) {
   return {
     async record(req: RecordRequest, caller: string): Promise<{ recorded: true }> {
       let view: DelegationView | undefined;

@@ -29,8 +29,8 @@ import {
   isServiceId,
   newId,
   ParleyError,
-  roomsApi,
   request,
+  roomsApi,
   serviceId,
   subjects,
   type Tracer,
@@ -157,7 +157,14 @@ export function createUsage(deps: UsageDeps) {
       await publishEvent(deps.js, 'governance', 'budget.exceeded', {
         actor: SELF,
         subject: agent,
-        data: { budget: kind, of: id, owner: facts.owner, crossed, onExceed: budget.onExceed, ...(room ? { room } : {}) },
+        data: {
+          budget: kind,
+          of: id,
+          owner: facts.owner,
+          crossed,
+          onExceed: budget.onExceed,
+          ...(room ? { room } : {}),
+        },
       }).catch((err) => log.warn({ err }, 'event not published'));
     }
     if (budget.onExceed === 'pause_room' && room) {
@@ -165,12 +172,16 @@ export function createUsage(deps: UsageDeps) {
         await request(deps.nc, SELF, roomsApi.pause, { room, reason }, { tracer: deps.tracer }).catch((err) =>
           log.warn({ err, room }, 'room not paused'),
         );
-        await deps.killSwitch.notify(facts.owner, `Room ${room} was paused: ${facts.name} (${agent}) crossed its ${reason}.`, {
-          event: 'budget.exceeded',
-          agent,
-          room,
-          crossed,
-        });
+        await deps.killSwitch.notify(
+          facts.owner,
+          `Room ${room} was paused: ${facts.name} (${agent}) crossed its ${reason}.`,
+          {
+            event: 'budget.exceeded',
+            agent,
+            room,
+            crossed,
+          },
+        );
       }
     } else {
       const s = store.standing(agent);
@@ -226,8 +237,22 @@ export function createUsage(deps: UsageDeps) {
     ]);
     if (facts.kind !== 'agent') return { counted: true, exceeded: [] };
     const exceeded = [
-      ...(await enforce('agent', caller, caller, report.room, [agentDay[0], agentMonth[0]], [agentDay[1], agentMonth[1]])),
-      ...(await enforce('owner', owner, caller, report.room, [ownerDay[0], ownerMonth[0]], [ownerDay[1], ownerMonth[1]])),
+      ...(await enforce(
+        'agent',
+        caller,
+        caller,
+        report.room,
+        [agentDay[0], agentMonth[0]],
+        [agentDay[1], agentMonth[1]],
+      )),
+      ...(await enforce(
+        'owner',
+        owner,
+        caller,
+        report.room,
+        [ownerDay[0], ownerMonth[0]],
+        [ownerDay[1], ownerMonth[1]],
+      )),
     ];
     return { counted: true, exceeded };
   }
@@ -235,7 +260,8 @@ export function createUsage(deps: UsageDeps) {
   async function handle(msg: Msg): Promise<void> {
     try {
       const caller = callerOf(msg.subject);
-      if (!isParticipantId(caller)) throw new ParleyError('UNAUTHENTICATED', `${caller} is not a participant`);
+      if (!isParticipantId(caller))
+        throw new ParleyError('UNAUTHENTICATED', `${caller} is not a participant`);
       const report = decodeJson(UsageReport, msg.data, { maxBytes: MAX_REPORT_BYTES, what: 'usage report' });
       const reply = await count(caller, report);
       if (msg.reply) msg.respond(encodeJson(reply));
@@ -278,7 +304,9 @@ export function createUsage(deps: UsageDeps) {
           // Only an admin may cap an owner; an agent's owner may cap the agent.
           throw new ParleyError(
             target.org === me.org ? 'PERMISSION_DENIED' : 'NOT_FOUND',
-            target.org === me.org ? `only ${kind === 'agent' ? 'its owner or ' : ''}an admin may set this budget` : `${id} does not exist`,
+            target.org === me.org
+              ? `only ${kind === 'agent' ? 'its owner or ' : ''}an admin may set this budget`
+              : `${id} does not exist`,
           );
         }
       } else {
@@ -302,11 +330,17 @@ export function createUsage(deps: UsageDeps) {
       const today = dayOf(new Date());
       const since = req.since ?? today;
       const until = req.until ?? today;
-      if (since > until) throw new ParleyError('INVALID_ARGUMENT', `since (${since}) is after until (${until})`);
+      if (since > until)
+        throw new ParleyError('INVALID_ARGUMENT', `since (${since}) is after until (${until})`);
       const days: string[] = [];
-      for (let d = new Date(`${since}T00:00:00Z`); dayOf(d) <= until; d = new Date(d.getTime() + 86_400_000)) {
+      for (
+        let d = new Date(`${since}T00:00:00Z`);
+        dayOf(d) <= until;
+        d = new Date(d.getTime() + 86_400_000)
+      ) {
         days.push(dayOf(d));
-        if (days.length > MAX_DAYS) throw new ParleyError('INVALID_ARGUMENT', `at most ${MAX_DAYS} days at once`);
+        if (days.length > MAX_DAYS)
+          throw new ParleyError('INVALID_ARGUMENT', `at most ${MAX_DAYS} days at once`);
       }
       const me = isServiceId(caller) ? undefined : await directory.participant(caller);
       const seesAll = !me || (me.kind === 'human' && me.superadmin);

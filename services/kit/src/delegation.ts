@@ -132,9 +132,13 @@ export async function createDelegationVerifier(
     for (const p of [view.principal, ...view.chain]) {
       const r = revokedParticipant.get(p);
       if (r && view.claims.iat <= r.before) {
-        throw new ParleyError('REVOKED', `every delegation of ${p} issued before ${r.at} was revoked: ${r.reason}`, {
-          details: { participant: p, by: r.by, at: r.at },
-        });
+        throw new ParleyError(
+          'REVOKED',
+          `every delegation of ${p} issued before ${r.at} was revoked: ${r.reason}`,
+          {
+            details: { participant: p, by: r.by, at: r.at },
+          },
+        );
       }
     }
   }
@@ -172,7 +176,8 @@ export async function createDelegationVerifier(
       );
     }
     const claims = DelegationClaims.safeParse(payload);
-    if (!claims.success) throw unauthenticated(`not a Parley delegation (${claims.error.issues[0]?.message})`);
+    if (!claims.success)
+      throw unauthenticated(`not a Parley delegation (${claims.error.issues[0]?.message})`);
     try {
       return delegationView(claims.data);
     } catch (err) {

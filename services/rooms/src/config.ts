@@ -50,7 +50,9 @@ export const RoomsEnv = z.object({
     .min(0)
     .max(1_000_000)
     .default(20)
-    .describe('Messages per second an agent may send, over all ingress replicas (token bucket); 0 = no limit. @default 20'),
+    .describe(
+      'Messages per second an agent may send, over all ingress replicas (token bucket); 0 = no limit. @default 20',
+    ),
   PARLEY_RATE_AGENT_BURST: z.coerce
     .number()
     .min(1)

@@ -6,9 +6,9 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import {
-  activeTraceIds,
   type ApiParsedRequest,
   type ApiResponse,
+  activeTraceIds,
   type HistoryEntry,
   isServiceId,
   type MembershipChange,
@@ -89,7 +89,12 @@ export function createControlPlane(deps: ControlDeps) {
       room,
       message,
       ...(trace ? { traceId: trace.traceId } : {}),
-      data: { role: change.role, delivery: change.delivery, seq, ...(change.mark ? { mark: change.mark } : {}) },
+      data: {
+        role: change.role,
+        delivery: change.delivery,
+        seq,
+        ...(change.mark ? { mark: change.mark } : {}),
+      },
     }).catch((err) => deps.log.warn({ err }, 'membership change not audited'));
   }
 
@@ -379,7 +384,10 @@ export function createControlPlane(deps: ControlDeps) {
       if (!isServiceId(caller)) {
         requireMember(r, caller);
         if (r.owner !== caller && participantKind(caller) !== 'human') {
-          throw new ParleyError('PERMISSION_DENIED', 'only the owner, a human member or a service may pause a room');
+          throw new ParleyError(
+            'PERMISSION_DENIED',
+            'only the owner, a human member or a service may pause a room',
+          );
         }
       }
       requireOpen(r);

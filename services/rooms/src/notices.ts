@@ -14,12 +14,22 @@ import { createEntry, readEntry } from './room-store.js';
 const key = (participant: string) => `notices.${participant}`;
 
 /** Builds `notify`. */
-export function createNotices(deps: { js: JetStreamClient; kv: KV; control: ControlPlane; partitions: number }) {
+export function createNotices(deps: {
+  js: JetStreamClient;
+  kv: KV;
+  control: ControlPlane;
+  partitions: number;
+}) {
   async function noticeRoom(participant: string): Promise<string> {
     const known = await readEntry<{ room: string }>(deps.kv, key(participant));
     if (known) return known.value.room;
     const room = await deps.control.create(
-      { title: 'Parley notices', members: [], direct: false, policy: { whoMayInvite: 'owner', onContactRevoked: 'stay', history: 'shared' } },
+      {
+        title: 'Parley notices',
+        members: [],
+        direct: false,
+        policy: { whoMayInvite: 'owner', onContactRevoked: 'stay', history: 'shared' },
+      },
       participant,
     );
     try {
@@ -36,12 +46,21 @@ export function createNotices(deps: { js: JetStreamClient; kv: KV; control: Cont
   }
 
   return {
-    async notify(req: ApiParsedRequest<typeof roomsApi.notify>, caller: string): Promise<{ room: string; seq: number }> {
+    async notify(
+      req: ApiParsedRequest<typeof roomsApi.notify>,
+      caller: string,
+    ): Promise<{ room: string; seq: number }> {
       const room = await noticeRoom(req.participant);
-      const notice = systemEntry(room, caller, 'system', { event: 'notice', ...req.data }, {
-        mentions: [req.participant],
-        audience: 'mentions',
-      });
+      const notice = systemEntry(
+        room,
+        caller,
+        'system',
+        { event: 'notice', ...req.data },
+        {
+          mentions: [req.participant],
+          audience: 'mentions',
+        },
+      );
       notice.parts.unshift({ type: 'text', text: req.text });
       const { seq } = await appendEntry(
         deps.js,

@@ -73,7 +73,12 @@ export function createRunawayDetector(o: RunawayOptions) {
       if (drop) s.times.splice(0, drop);
       if (s.times.length > o.messages) {
         s.tripped = true;
-        o.onTrip(e.room, { messages: s.times.length, windowMs: o.windowMs, seq: e.seq, agents: [...s.agents] });
+        o.onTrip(e.room, {
+          messages: s.times.length,
+          windowMs: o.windowMs,
+          seq: e.seq,
+          agents: [...s.agents],
+        });
       }
     },
     /** Rooms being counted. */

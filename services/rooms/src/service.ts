@@ -99,7 +99,10 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           bind(roomsApi.findMessage, async (req) => {
             const found = await findMessage(js, jsm, req.id);
             if (!found) throw new ParleyError('NOT_FOUND', `no message ${req.id} in the room log`);
-            return { seq: found.seq, message: RoomMessage.parse(JSON.parse(new TextDecoder().decode(found.data))) };
+            return {
+              seq: found.seq,
+              message: RoomMessage.parse(JSON.parse(new TextDecoder().decode(found.data))),
+            };
           }),
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
         ],

@@ -29,7 +29,9 @@ export interface DelegationGuardOptions {
 export function delegationGuard(o: DelegationGuardOptions): SendGuard {
   const log = o.log.child({ component: 'delegation-guard' });
   function refused(err: unknown, sender: string, room: string, jti?: string): never {
-    const e = isParleyError(err) ? err : new ParleyError('UNAUTHENTICATED', 'the delegation token could not be verified');
+    const e = isParleyError(err)
+      ? err
+      : new ParleyError('UNAUTHENTICATED', 'the delegation token could not be verified');
     o.metrics?.recordDenial(e.code);
     void appendAudit(o.js, {
       domain: 'policy',

@@ -40,7 +40,9 @@ export async function trackIngressReplicas(o: {
   let running: Promise<void> = Promise.resolve();
   const timer = setInterval(
     () => {
-      running = tick().catch((err) => o.log.warn({ err: (err as Error).message }, 'ingress replica count not refreshed'));
+      running = tick().catch((err) =>
+        o.log.warn({ err: (err as Error).message }, 'ingress replica count not refreshed'),
+      );
     },
     Math.max(200, Math.floor(o.ttlMs / 3)),
   );

@@ -9,8 +9,9 @@
  * refused a little early when its sends happen to bunch on one replica (a binomial spread around
  * the share), and a burst is `burst` in total, not per replica.
  */
-import type { ParleyMetrics } from '@parley/kit';
+
 import { ParleyError } from '@parley/contracts';
+import type { ParleyMetrics } from '@parley/kit';
 import type { SendGuard } from '../ingress.js';
 import type { IngressReplicas } from './ingress-replicas.js';
 import { type BucketLimits, TokenBuckets } from './token-bucket.js';
