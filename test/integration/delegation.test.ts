@@ -112,7 +112,9 @@ describe('delegation', () => {
     );
     const t1 = await alice.agent.tokens.issue(support.id, ['tickets:*', 'hr:records:read']);
     assert.deepEqual(t1.chain, [support.id]);
-    await alice.agent.rooms.room(room).send('What is my salary?', { delegation: t1.token, mentions: [support.id] });
+    await alice.agent.rooms
+      .room(room)
+      .send('What is my salary?', { delegation: t1.token, mentions: [support.id] });
     await waitFor(() => calls.some((c) => c.for === alice.id), 'HR to try the call for alice');
 
     const forAlice = calls.find((c) => c.for === alice.id);
@@ -127,9 +129,15 @@ describe('delegation', () => {
     const toSupport = support.got.find((d) => d.message.sender.id === alice.id);
     assert.deepEqual(toSupport?.message.onBehalfOf?.chain, [support.id]);
     assert.equal(toSupport?.message.onBehalfOf?.principal, alice.id);
-    const toHr = hr.got.find((d) => d.message.sender.id === support.id && d.message.onBehalfOf?.principal === alice.id);
+    const toHr = hr.got.find(
+      (d) => d.message.sender.id === support.id && d.message.onBehalfOf?.principal === alice.id,
+    );
     assert.deepEqual(toHr?.message.onBehalfOf?.chain, [support.id, hr.id]);
-    assert.deepEqual(toHr?.message.onBehalfOf?.scope, ['hr:records:read'], 'tickets:* dropped: not on HR’s card');
+    assert.deepEqual(
+      toHr?.message.onBehalfOf?.scope,
+      ['hr:records:read'],
+      'tickets:* dropped: not on HR’s card',
+    );
     assert.equal(toHr?.message.causedBy, toSupport?.message.id);
 
     // The audit chain shows which link decided.
@@ -149,7 +157,9 @@ describe('delegation', () => {
 
     // The same request from bob, who holds the scope, goes through the same two agents and is allowed.
     const t2 = await bob.agent.tokens.issue(support.id, ['tickets:*', 'hr:payroll:read']);
-    await bob.agent.rooms.room(room).send('What is my salary?', { delegation: t2.token, mentions: [support.id] });
+    await bob.agent.rooms
+      .room(room)
+      .send('What is my salary?', { delegation: t2.token, mentions: [support.id] });
     await waitFor(() => calls.some((c) => c.for === bob.id), 'HR to try the call for bob');
     assert.equal(calls.find((c) => c.for === bob.id)?.outcome, 'ran');
     assert.equal(ran, 1);
@@ -168,7 +178,10 @@ describe('delegation', () => {
     const before = await tokenKeys();
     const refusals = {
       escalation: await codeOf(
-        support.agent.tokens.exchange(t.token, hr.id, { room, scope: ['hr:records:read', 'hr:payroll:read'] }),
+        support.agent.tokens.exchange(t.token, hr.id, {
+          room,
+          scope: ['hr:records:read', 'hr:payroll:read'],
+        }),
       ),
       expExtension: await codeOf(support.agent.tokens.exchange(t.token, hr.id, { room, ttlSeconds: 3_600 })),
       nonActor: await codeOf(hr.agent.tokens.exchange(t.token, extra[0]?.id as string, { room })),
@@ -197,19 +210,33 @@ describe('delegation', () => {
 
   it('refuses forged, altered, unsigned, expired and revoked tokens at authorize and at the ingress', async () => {
     const real = await alice.agent.tokens.issue(support.id, ['hr:records:read']);
-    const key = parley.home.delegationKeys.keys[0] as { kty: string; crv: string; x: string; d: string; kid: string };
+    const key = parley.home.delegationKeys.keys[0] as {
+      kty: string;
+      crv: string;
+      x: string;
+      d: string;
+      kid: string;
+    };
     const claims = support.agent.tokens.read(real.token).claims;
-    const stranger = await import('node:crypto').then((c) => c.generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }));
+    const stranger = await import('node:crypto').then((c) =>
+      c.generateKeyPairSync('ed25519').privateKey.export({ format: 'jwk' }),
+    );
     const now = Math.floor(Date.now() / 1000);
     const tokens = {
-      wrongKey: await signToken({ ...(stranger as { x: string; d: string }), kty: 'OKP', crv: 'Ed25519', kid: key.kid }, {
-        ...claims,
-        jti: newId('token'),
-      }),
-      unknownKid: await signToken({ ...(stranger as { x: string; d: string }), kty: 'OKP', crv: 'Ed25519', kid: 'who' }, {
-        ...claims,
-        jti: newId('token'),
-      }),
+      wrongKey: await signToken(
+        { ...(stranger as { x: string; d: string }), kty: 'OKP', crv: 'Ed25519', kid: key.kid },
+        {
+          ...claims,
+          jti: newId('token'),
+        },
+      ),
+      unknownKid: await signToken(
+        { ...(stranger as { x: string; d: string }), kty: 'OKP', crv: 'Ed25519', kid: 'who' },
+        {
+          ...claims,
+          jti: newId('token'),
+        },
+      ),
       algNone: unsignedToken(real.token),
       altered: alterToken(real.token, (c) => {
         c.scope = 'hr:records:read hr:payroll:read';
@@ -235,20 +262,28 @@ describe('delegation', () => {
     for (const [name, token] of Object.entries(tokens)) {
       const d = await support.agent.call(governanceApi.authorize, { token, action: 'hr:records:read' });
       atAuthorize[name] = d.allow ? 'allowed' : (d.code ?? 'no code');
-      atIngress[name] = await codeOf(support.agent.rooms.room(room).send(`under ${name}`, { delegation: token }));
+      atIngress[name] = await codeOf(
+        support.agent.rooms.room(room).send(`under ${name}`, { delegation: token }),
+      );
     }
     assert.deepEqual(atAuthorize, expected);
     assert.deepEqual(atIngress, expected);
 
     // The real one works: for support acting, and as alice's hand-over; not for anyone else.
-    const ok = await support.agent.call(governanceApi.authorize, { token: real.token, action: 'hr:records:read' });
+    const ok = await support.agent.call(governanceApi.authorize, {
+      token: real.token,
+      action: 'hr:records:read',
+    });
     assert.equal(ok.allow, true, ok.reason);
     await support.agent.rooms.room(room).send('acting for alice', { delegation: real.token });
     assert.equal(
       await codeOf(hr.agent.rooms.room(room).send('not mine', { delegation: real.token })),
       'PERMISSION_DENIED',
     );
-    const notMine = await hr.agent.call(governanceApi.authorize, { token: real.token, action: 'hr:records:read' });
+    const notMine = await hr.agent.call(governanceApi.authorize, {
+      token: real.token,
+      action: 'hr:records:read',
+    });
     assert.equal(notMine.allow, false);
 
     // Revoked: the token and one exchanged from it, at both places, for every replica's cache.
@@ -261,7 +296,8 @@ describe('delegation', () => {
       const d = await who.agent.call(governanceApi.authorize, { token, action: 'hr:records:read' });
       assert.equal(d.code, 'REVOKED', d.reason);
       await waitFor(
-        async () => (await codeOf(who.agent.rooms.room(room).send('revoked?', { delegation: token }))) === 'REVOKED',
+        async () =>
+          (await codeOf(who.agent.rooms.room(room).send('revoked?', { delegation: token }))) === 'REVOKED',
         'the ingress to refuse the revoked token',
         2_000,
       );
@@ -277,14 +313,19 @@ describe('delegation', () => {
     const revoked = await alice.agent.tokens.revoke({ principal: alice.id }, 'lost laptop');
     assert.equal(revoked.revoked, 'principal');
     assert.equal(
-      (await support.agent.call(governanceApi.authorize, { token: older.token, action: 'hr:records:read' })).code,
+      (await support.agent.call(governanceApi.authorize, { token: older.token, action: 'hr:records:read' }))
+        .code,
       'REVOKED',
     );
     // Tokens issued in the same second as the revocation count as before it: wait for the next one.
-    await waitFor(() => Date.now() >= (Math.floor(new Date(revoked.at).getTime() / 1000) + 1) * 1000, 'the next second');
+    await waitFor(
+      () => Date.now() >= (Math.floor(new Date(revoked.at).getTime() / 1000) + 1) * 1000,
+      'the next second',
+    );
     const newer = await alice.agent.tokens.issue(support.id, ['hr:records:read']);
     assert.equal(
-      (await support.agent.call(governanceApi.authorize, { token: newer.token, action: 'hr:records:read' })).allow,
+      (await support.agent.call(governanceApi.authorize, { token: newer.token, action: 'hr:records:read' }))
+        .allow,
       true,
     );
     // Only the principal, an actor of the chain or an admin may revoke a token.
