@@ -35,16 +35,27 @@ describe('audit', () => {
     const jsm = await jetstreamManager(svc);
     const before = (await jsm.streams.info(streams.audit)).state;
     assert.ok(before.messages > 0);
-    await assert.rejects(jsm.streams.deleteMessage(streams.audit, before.first_seq), /delete|not allowed|denied/i);
-    await assert.rejects(jsm.streams.deleteMessage(streams.audit, before.last_seq, false), /delete|not allowed|denied/i);
+    await assert.rejects(
+      jsm.streams.deleteMessage(streams.audit, before.first_seq),
+      /delete|not allowed|denied/i,
+    );
+    await assert.rejects(
+      jsm.streams.deleteMessage(streams.audit, before.last_seq, false),
+      /delete|not allowed|denied/i,
+    );
     await assert.rejects(jsm.streams.purge(streams.audit), /purge|not allowed|denied/i);
-    await assert.rejects(jsm.streams.purge(streams.audit, { filter: 'parley.audit.membership' }), /purge|not allowed|denied/i);
+    await assert.rejects(
+      jsm.streams.purge(streams.audit, { filter: 'parley.audit.membership' }),
+      /purge|not allowed|denied/i,
+    );
     const afterState = (await jsm.streams.info(streams.audit)).state;
     assert.equal(afterState.first_seq, before.first_seq);
     assert.ok(afterState.messages >= before.messages);
     // Loosening the stream is refused as well: deny_delete/deny_purge cannot be turned off by an update.
     const info = await jsm.streams.info(streams.audit);
-    await assert.rejects(jsm.streams.update(streams.audit, { ...info.config, deny_delete: false, deny_purge: false }));
+    await assert.rejects(
+      jsm.streams.update(streams.audit, { ...info.config, deny_delete: false, deny_purge: false }),
+    );
   });
 
   it('records membership changes with the room, the log entry and who did it', async () => {
@@ -88,14 +99,21 @@ describe('audit', () => {
     c.agent.on('message', async () => {
       if (!c.agent.tokens.current()) return;
       const id = newId('toolCall');
-      await c.agent.tools.call('library.search', { q: 'nats' }, () => ['paper'], { action: 'research:read', id });
+      await c.agent.tools.call('library.search', { q: 'nats' }, () => ['paper'], {
+        action: 'research:read',
+        id,
+      });
       toolCall = id;
     });
     const t = await hana.agent.tokens.issue(a.id, ['research:read', 'research:write']);
     await hana.agent.rooms.room(room).send('find me papers on NATS', { delegation: t.token });
     await waitFor(() => toolCall !== undefined, 'the tool call at the end of the chain');
 
-    const chain = await hana.agent.call(governanceApi.auditChain, { of: toolCall as string }, { timeout: 30_000 });
+    const chain = await hana.agent.call(
+      governanceApi.auditChain,
+      { of: toolCall as string },
+      { timeout: 30_000 },
+    );
     assert.equal(chain.hops.length, 4);
     assert.deepEqual(
       chain.hops.map((h) => [h.kind, h.actor]),
@@ -108,7 +126,11 @@ describe('audit', () => {
     );
     assert.deepEqual(chain.hops[0]?.onBehalfOf, [hana.id, a.id, b.id, c.id]);
     assert.equal(chain.hops[0]?.decision?.allow, true);
-    assert.deepEqual(chain.hops[0]?.scope, ['research:read'], 'research:write dropped at the librarian’s link');
+    assert.deepEqual(
+      chain.hops[0]?.scope,
+      ['research:read'],
+      'research:write dropped at the librarian’s link',
+    );
     assert.deepEqual(chain.hops[1]?.onBehalfOf, [hana.id, a.id, b.id, c.id]);
     assert.match(chain.hops[1]?.decision?.reason ?? '', /exchanged by/);
     assert.deepEqual(chain.hops[2]?.onBehalfOf, [hana.id, a.id, b.id]);
@@ -136,8 +158,17 @@ describe('audit', () => {
 
     // Nobody outside the chain (and not an admin) learns it exists.
     const outsider = await world.person('nosy', [], { listen: false });
-    assert.equal(await codeOf(outsider.agent.call(governanceApi.auditChain, { of: toolCall as string })), 'NOT_FOUND');
-    assert.equal(await codeOf(hana.agent.call(governanceApi.auditChain, { of: newId('toolCall') })), 'NOT_FOUND');
-    assert.equal(await codeOf(hana.agent.call(governanceApi.auditChain, { of: newId('message') })), 'NOT_FOUND');
+    assert.equal(
+      await codeOf(outsider.agent.call(governanceApi.auditChain, { of: toolCall as string })),
+      'NOT_FOUND',
+    );
+    assert.equal(
+      await codeOf(hana.agent.call(governanceApi.auditChain, { of: newId('toolCall') })),
+      'NOT_FOUND',
+    );
+    assert.equal(
+      await codeOf(hana.agent.call(governanceApi.auditChain, { of: newId('message') })),
+      'NOT_FOUND',
+    );
   });
 });

@@ -78,7 +78,13 @@ describe('usage and budgets', () => {
       costUsd: 0.300001,
       reports: 4,
     });
-    assert.deepEqual(row(byAgent, editor.id), { key: editor.id, inputTokens: 300, outputTokens: 30, costUsd: 0.7, reports: 1 });
+    assert.deepEqual(row(byAgent, editor.id), {
+      key: editor.id,
+      inputTokens: 300,
+      outputTokens: 30,
+      costUsd: 0.7,
+      reports: 1,
+    });
     assert.equal(byAgent.total.inputTokens, 1508 + 300 + 11);
     assert.equal(byAgent.total.costUsd, 2.500001);
 
@@ -89,7 +95,10 @@ describe('usage and budgets', () => {
     assert.equal(row(byRoom, room)?.inputTokens, 1811);
     assert.equal(row(byRoom, '-')?.inputTokens, 8);
     const byOrg = await orgAdmin.agent.call(governanceApi.usage, { by: 'org' });
-    assert.deepEqual(byOrg.rows.map((r) => r.key), [world.org.id]);
+    assert.deepEqual(
+      byOrg.rows.map((r) => r.key),
+      [world.org.id],
+    );
     const byDay = await orgAdmin.agent.call(governanceApi.usage, { by: 'day' });
     assert.equal(byDay.rows.length, 1);
     assert.equal(byDay.rows[0]?.reports, 6);
@@ -98,16 +107,19 @@ describe('usage and budgets', () => {
     const danas = await dana.agent.call(governanceApi.usage, { by: 'agent' });
     assert.deepEqual(danas.rows.map((r) => r.key).sort(), [writer.id, editor.id].sort());
     const own = await editor.agent.call(governanceApi.usage, {});
-    assert.deepEqual(own.rows.map((r) => r.key), [editor.id]);
+    assert.deepEqual(
+      own.rows.map((r) => r.key),
+      [editor.id],
+    );
     const outsider = await other.person('outsider', [], { listen: false });
     assert.deepEqual((await outsider.agent.call(governanceApi.usage, { by: 'org' })).rows, []);
 
     // The CLI prints the same.
     const out: string[] = [];
-    const code = await runCli(
-      ['usage', '--by', 'agent', '--server', parley.natsUrl, '--as', dana.creds],
-      { out: (l) => out.push(l), err: (l) => out.push(l) },
-    );
+    const code = await runCli(['usage', '--by', 'agent', '--server', parley.natsUrl, '--as', dana.creds], {
+      out: (l) => out.push(l),
+      err: (l) => out.push(l),
+    });
     assert.equal(code, 0, out.join('\n'));
     assert.match(out.join('\n'), new RegExp(`${writer.id}\\s+1508\\s+304\\s+\\$0\\.3000`));
   });
@@ -123,7 +135,10 @@ describe('usage and budgets', () => {
       },
     });
     await svc.flush();
-    assert.deepEqual((await bot.agent.usage.report({ model: 'm', inputTokens: 600, outputTokens: 0 })).exceeded, []);
+    assert.deepEqual(
+      (await bot.agent.usage.report({ model: 'm', inputTokens: 600, outputTokens: 0 })).exceeded,
+      [],
+    );
     await bot.agent.rooms.room(room).send('still within budget');
     const crossing = await bot.agent.usage.report({ model: 'm', inputTokens: 300, outputTokens: 200 });
     assert.deepEqual(crossing.exceeded, ['agent tokensPerDay']);
@@ -132,13 +147,21 @@ describe('usage and budgets', () => {
     assert.equal(standing.status, 'suspended');
     assert.equal(standing.cause, 'budget');
     await waitFor(
-      async () => (await codeOf(bot.agent.rooms.room(room).send('over budget', { deadlineMs: 0 }))) === 'BUDGET_EXCEEDED',
+      async () =>
+        (await codeOf(bot.agent.rooms.room(room).send('over budget', { deadlineMs: 0 }))) ===
+        'BUDGET_EXCEEDED',
       'the ingress to refuse the agent',
       2_000,
     );
-    assert.equal(await codeOf(bot.agent.tools.call('t', {}, () => 1, { onBehalfOf: null })), 'BUDGET_EXCEEDED');
+    assert.equal(
+      await codeOf(bot.agent.tools.call('t', {}, () => 1, { onBehalfOf: null })),
+      'BUDGET_EXCEEDED',
+    );
     await waitFor(() => dana.got.some((d) => /budget exceeded/.test(textOf(d))), 'the owner’s notice');
-    await waitFor(() => events.some((e) => e.kind === 'budget.exceeded' && e.subject === bot.id), 'the event');
+    await waitFor(
+      () => events.some((e) => e.kind === 'budget.exceeded' && e.subject === bot.id),
+      'the event',
+    );
     sub.unsubscribe();
   });
 
@@ -150,12 +173,26 @@ describe('usage and budgets', () => {
       await codeOf(eve.agent.call(governanceApi.setBudget, { owner: eve.id, costUsdPerDay: 1 })),
       'PERMISSION_DENIED',
     );
-    await orgAdmin.agent.call(governanceApi.setBudget, { owner: eve.id, costUsdPerDay: 2, onExceed: 'pause_room' });
-    const r = await bot.agent.usage.report({ model: 'm', inputTokens: 1, outputTokens: 1, costUsd: 5, room: writeRoom });
+    await orgAdmin.agent.call(governanceApi.setBudget, {
+      owner: eve.id,
+      costUsdPerDay: 2,
+      onExceed: 'pause_room',
+    });
+    const r = await bot.agent.usage.report({
+      model: 'm',
+      inputTokens: 1,
+      outputTokens: 1,
+      costUsd: 5,
+      room: writeRoom,
+    });
     assert.deepEqual(r.exceeded, ['owner costUsdPerDay']);
-    await waitFor(async () => (await dana.agent.call(roomsApi.get, { room: writeRoom })).paused, 'the room to pause');
     await waitFor(
-      async () => (await codeOf(bot.agent.rooms.room(writeRoom).send('more', { deadlineMs: 0 }))) === 'ROOM_PAUSED',
+      async () => (await dana.agent.call(roomsApi.get, { room: writeRoom })).paused,
+      'the room to pause',
+    );
+    await waitFor(
+      async () =>
+        (await codeOf(bot.agent.rooms.room(writeRoom).send('more', { deadlineMs: 0 }))) === 'ROOM_PAUSED',
       'the pause to reach the ingress',
       2_000,
     );
