@@ -169,7 +169,7 @@ describe('send guards', () => {
     const history = await human.agent.rooms.room(room.id).history({ order: 'oldest', limit: 200 });
     const changes = history.entries
       .filter((e) => e.message.kind === 'room')
-      .map((e) => (e.message.parts[0] as { data: { change: string } }).data.change);
+      .map((e) => (e.message.parts[0] as unknown as { data: { change: string } }).data.change);
     assert.deepEqual(changes, ['created', 'paused', 'resumed']);
   });
 

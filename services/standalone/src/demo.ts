@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { type AgentCardInput, registryApi } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
+import { demoDelegation } from './demo-delegation.js';
 import type { Home } from './home.js';
 
 const DemoState = z.object({ planner: z.string(), reviewer: z.string() });
@@ -31,6 +32,7 @@ const cards: Record<'planner' | 'reviewer', AgentCardInput> = {
     skills: [{ id: 'planning', name: 'Planning', tags: ['rollout', 'plans'] }],
     runtime: 'custom',
     visibility: 'org',
+    scopes: ['repo:read'],
   },
   reviewer: {
     name: 'reviewer',
@@ -38,6 +40,7 @@ const cards: Record<'planner' | 'reviewer', AgentCardInput> = {
     skills: [{ id: 'code-review', name: 'Code review', tags: ['review', 'plans'] }],
     runtime: 'custom',
     visibility: 'org',
+    scopes: ['repo:read'],
   },
 };
 
@@ -88,6 +91,7 @@ export async function startDemo(o: {
 }): Promise<Demo> {
   const admin = await connect({ servers: o.natsUrl, creds: o.home.paths.adminCreds, presence: false });
   const ids = await demoAgents(o.home, admin).finally(() => admin.close());
+  const governance = await demoDelegation({ natsUrl: o.natsUrl, home: o.home, ids, out: o.out });
   const planner: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.planner });
   const reviewer: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.reviewer });
   let done!: () => void;
@@ -98,6 +102,7 @@ export async function startDemo(o: {
   reviewer.on('message', async (d) => {
     // Only the plan itself gets a review: a reviewer that answered every message would loop forever.
     if (d.message.sender.id !== ids.planner || !text(d).startsWith('Plan:')) return;
+    await governance.readForReview(reviewer, d.message);
     const room = reviewer.rooms.room(d.room);
     await room.send(
       'Review: the rollout order is right, but step 2 has no rollback. Add a feature flag and a canary at 5% before 50%.',
@@ -123,6 +128,7 @@ export async function startDemo(o: {
         replyTo: d.message.id,
       });
     o.out('demo  planner → room: Thanks — adding the flag and the canary.');
+    await governance.reportAndPrintUsage(planner, reviewer);
     done();
   });
   await Promise.all([planner.listening, reviewer.listening]);
@@ -133,14 +139,14 @@ export async function startDemo(o: {
   o.out(`demo  planner (${ids.planner}) and reviewer (${ids.reviewer}) meet in ${room.id}`);
   await room.send(
     'Plan: 1) deploy billing-v2 next to v1, 2) switch traffic to v2, 3) remove v1 after a week. @reviewer please review.',
-    { mentions: [ids.reviewer] },
+    { mentions: [ids.reviewer], delegation: await governance.handover(planner, room.id) },
   );
   o.out('demo  planner → room: Plan: deploy billing-v2, switch traffic, remove v1…');
   return {
     room: room.id,
     finished,
     async stop() {
-      await Promise.allSettled([planner.close(), reviewer.close()]);
+      await Promise.allSettled([planner.close(), reviewer.close(), governance.close()]);
     },
   };
 }

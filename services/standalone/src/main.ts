@@ -84,6 +84,7 @@ out('Try, in another terminal:');
 out(`  curl ${standalone.httpUrl}/healthz`);
 out('  npx parley whoami                       # you are the local admin');
 if (demo) out('  npx parley tail --count 4               # the demo conversation, from your inbox');
+if (demo) out('  npx parley usage --by room              # what the demo agents reported, by room');
 out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
 out();
 out('Ctrl-C stops everything; the next start reuses the keys and data.');

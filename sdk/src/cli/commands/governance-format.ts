@@ -17,7 +17,8 @@ export function table(header: string[], rows: string[][]): string {
     .join('\n');
 }
 
-const usd = (n: number) => `$${n.toFixed(n !== 0 && n < 0.01 ? 6 : 4)}`;
+// Micro-dollar precision, without trailing zeros past the cents: $2.50, $0.0031, $0.300001.
+const usd = (n: number) => `$${n.toFixed(6).replace(/0{1,4}$/, '')}`;
 
 /** `parley usage` as a table with a total line. */
 export function formatUsage(r: ApiResponse<typeof governanceApi.usage>): string {
