@@ -45,6 +45,11 @@ export const RoomsEnv = z.object({
     .max(1_000)
     .default(16)
     .describe('Most hops a message may be from the human who started the conversation. @default 16'),
+  PARLEY_SEND_GUARDS: envBoolean
+    .default(true)
+    .describe(
+      'Run the send guards (paused rooms, rate limits, delegation tokens). false is for benchmarks and debugging only: tokens are then not verified nor stamped. @default true',
+    ),
   PARLEY_RATE_AGENT_PER_SEC: z.coerce
     .number()
     .min(0)

@@ -120,16 +120,21 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           log,
         });
         // Cheapest first: a paused room or a flood is refused before a signature is checked.
-        const guards: SendGuard[] = [
-          roomPausedGuard({ metrics: deps.metrics }),
-          rateLimitGuard({
-            agent: { ratePerSec: config.PARLEY_RATE_AGENT_PER_SEC, burst: config.PARLEY_RATE_AGENT_BURST },
-            room: { ratePerSec: config.PARLEY_RATE_ROOM_PER_SEC, burst: config.PARLEY_RATE_ROOM_BURST },
-            replicas,
-            metrics: deps.metrics,
-          }),
-          delegationGuard({ verifier, policy, js, log, metrics: deps.metrics }),
-        ];
+        const guards: SendGuard[] = !config.PARLEY_SEND_GUARDS
+          ? []
+          : [
+              roomPausedGuard({ metrics: deps.metrics }),
+              rateLimitGuard({
+                agent: {
+                  ratePerSec: config.PARLEY_RATE_AGENT_PER_SEC,
+                  burst: config.PARLEY_RATE_AGENT_BURST,
+                },
+                room: { ratePerSec: config.PARLEY_RATE_ROOM_PER_SEC, burst: config.PARLEY_RATE_ROOM_BURST },
+                replicas,
+                metrics: deps.metrics,
+              }),
+              delegationGuard({ verifier, policy, js, log, metrics: deps.metrics }),
+            ];
         serveIngress(micro, {
           js,
           jsm,
