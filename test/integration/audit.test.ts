@@ -109,11 +109,13 @@ describe('audit', () => {
     await hana.agent.rooms.room(room).send('find me papers on NATS', { delegation: t.token });
     await waitFor(() => toolCall !== undefined, 'the tool call at the end of the chain');
 
+    const started = performance.now();
     const chain = await hana.agent.call(
       governanceApi.auditChain,
       { of: toolCall as string },
       { timeout: 30_000 },
     );
+    console.log(`audit chain: 4 hops walked in ${(performance.now() - started).toFixed(0)} ms`);
     assert.equal(chain.hops.length, 4);
     assert.deepEqual(
       chain.hops.map((h) => [h.kind, h.actor]),
