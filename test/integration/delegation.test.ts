@@ -174,6 +174,13 @@ describe('delegation', () => {
   });
 
   it('exchange refuses scope escalation, exp extension, depth past the cap and a non-actor', async () => {
+    // An agent of another org: not a contact, and in no room with support.
+    const elsewhere = await createWorld(parley);
+    const outsider = await elsewhere.agentOf(
+      await elsewhere.person('other-lead', ['hr:*'], { listen: false }),
+      'outsider',
+      ['hr:records:read'],
+    );
     const t = await alice.agent.tokens.issue(support.id, ['hr:records:read'], { ttlSeconds: 600 });
     const before = await tokenKeys();
     const refusals = {
@@ -185,7 +192,7 @@ describe('delegation', () => {
       ),
       expExtension: await codeOf(support.agent.tokens.exchange(t.token, hr.id, { room, ttlSeconds: 3_600 })),
       nonActor: await codeOf(hr.agent.tokens.exchange(t.token, extra[0]?.id as string, { room })),
-      notContact: await codeOf(support.agent.tokens.exchange(t.token, hr.id)),
+      notContact: await codeOf(support.agent.tokens.exchange(t.token, outsider.id)),
       self: await codeOf(support.agent.tokens.exchange(t.token, support.id, { room })),
     };
     assert.deepEqual(refusals, {
@@ -206,6 +213,11 @@ describe('delegation', () => {
     const tooDeep = extra[1]?.agent.tokens.exchange(c?.token as string, extra[2]?.id as string, { room });
     assert.equal(await codeOf(tooDeep as Promise<unknown>), 'PERMISSION_DENIED');
     assert.equal(await tokenKeys(), before + 3);
+
+    // Contacts need no room: in this org everyone is pre-approved (the consent service says so).
+    const viaContact = await support.agent.tokens.exchange(t.token, hr.id);
+    assert.deepEqual(viaContact.chain, [support.id, hr.id]);
+    await elsewhere.close();
   });
 
   it('refuses forged, altered, unsigned, expired and revoked tokens at authorize and at the ingress', async () => {

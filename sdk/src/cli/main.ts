@@ -9,12 +9,14 @@
 import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { registerAgentCommands } from './commands/agent.js';
+import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
 import { registerGovernanceCommands } from './commands/governance.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerOrgCommands } from './commands/org.js';
 import { registerRoomGuardCommands } from './commands/room-guards.js';
 import { registerRoomCommands } from './commands/rooms.js';
+import { registerTraceCommands } from './commands/trace.js';
 import { registerUserCommands } from './commands/user.js';
 import { createContext, type Io } from './context.js';
 
@@ -48,6 +50,8 @@ export function buildProgram(
   registerRoomCommands(program, ctx);
   registerRoomGuardCommands(program, ctx);
   registerGovernanceCommands(program, ctx);
+  registerContactCommands(program, ctx);
+  registerTraceCommands(program, ctx);
   return program;
 }
 

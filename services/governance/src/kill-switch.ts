@@ -45,18 +45,15 @@ export interface KillSwitchDeps {
 export function createKillSwitch(deps: KillSwitchDeps) {
   const { store, js } = deps;
 
-  /** A private notice in the participant's "Parley notices" room; failures are logged, not thrown. */
-  async function notify(participant: string, text: string, data: Record<string, unknown>, id?: string) {
+  /**
+   * A notice in the participant's notice room (rooms.notify); `key` makes a retry one notice.
+   * Failures are logged, not thrown: the decision stands without it.
+   */
+  async function notify(to: string, text: string, data: Record<string, unknown>, key: string) {
     try {
-      await request(
-        deps.nc,
-        SELF,
-        roomsApi.notify,
-        { participant, text, data, ...(id ? { id } : {}) },
-        { tracer: deps.tracer },
-      );
+      await request(deps.nc, SELF, roomsApi.notify, { to, text, data, key }, { tracer: deps.tracer });
     } catch (err) {
-      deps.log.warn({ err, participant }, 'notice not delivered');
+      deps.log.warn({ err, to }, 'notice not delivered');
     }
   }
 
@@ -110,6 +107,7 @@ export function createKillSwitch(deps: KillSwitchDeps) {
       agent.owner,
       `${agent.name} (${agent.id}) was suspended by ${by}: ${reason}. Its messages are refused and its tool calls denied until it is resumed: parley agent resume ${agent.id}`,
       { event: 'agent.suspended', agent: agent.id, by, reason, cause },
+      `suspended:${agent.id}:${value.at}`,
     );
     deps.log.info({ agent: agent.id, by, reason, cause }, 'agent suspended');
     return value;
@@ -148,11 +146,12 @@ export function createKillSwitch(deps: KillSwitchDeps) {
         data: { owner: agent.owner, reason: req.reason },
       }).catch((err) => deps.log.warn({ err }, 'event not published'));
       if (caller !== agent.owner) {
-        await notify(agent.owner, `${agent.name} (${agent.id}) was resumed by ${caller}: ${req.reason}`, {
-          event: 'agent.resumed',
-          agent: agent.id,
-          by: caller,
-        });
+        await notify(
+          agent.owner,
+          `${agent.name} (${agent.id}) was resumed by ${caller}: ${req.reason}`,
+          { event: 'agent.resumed', agent: agent.id, by: caller },
+          `resumed:${agent.id}:${value.at}`,
+        );
       }
       return response(agent.id, value);
     },

@@ -175,12 +175,8 @@ export function createUsage(deps: UsageDeps) {
         await deps.killSwitch.notify(
           facts.owner,
           `Room ${room} was paused: ${facts.name} (${agent}) crossed its ${reason}.`,
-          {
-            event: 'budget.exceeded',
-            agent,
-            room,
-            crossed,
-          },
+          { event: 'budget.exceeded', agent, room, crossed },
+          `budget:${agent}:${room}:${kind}:${after[0].reports}`,
         );
       }
     } else {

@@ -14,6 +14,7 @@ import {
   serveApis,
 } from '@parley/kit';
 import type { RoomsConfig } from './config.js';
+import { createConsentGate } from './consent.js';
 import { createControlPlane } from './control.js';
 import { createDeadLetters } from './dlq.js';
 import { createFanout } from './fanout.js';
@@ -71,9 +72,16 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
         kv: rooms,
         partitions: config.PARLEY_PARTITIONS,
         participants,
+        consent: createConsentGate({ nc: deps.nc, tracer: deps.tracer, metrics: deps.metrics }),
         log,
       });
-      const notices = createNotices({ js, kv: rooms, control, partitions: config.PARLEY_PARTITIONS });
+      const notices = createNotices({
+        js,
+        jsm,
+        kv: rooms,
+        partitions: config.PARLEY_PARTITIONS,
+        participants,
+      });
       micro = createMicroService(deps.nc, {
         name: 'parley-rooms',
         version: '0.1.0',
@@ -105,6 +113,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
             };
           }),
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
+          bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
         ],
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics },
       );
@@ -142,12 +151,16 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           policy,
           guards,
           log,
+          ...(deps.tracer ? { tracer: deps.tracer } : {}),
+          ...(deps.metrics ? { metrics: deps.metrics } : {}),
           maxMessageBytes: config.PARLEY_MAX_MESSAGE_BYTES,
           hopLimit: config.PARLEY_HOP_LIMIT,
         });
       }
       if (config.PARLEY_FANOUT) {
         fanout = createFanout({
+          ...(deps.tracer ? { tracer: deps.tracer } : {}),
+          ...(deps.metrics ? { metrics: deps.metrics } : {}),
           js,
           jsm,
           rooms,
