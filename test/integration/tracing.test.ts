@@ -4,7 +4,7 @@
  * OTLP receiver, with the exact parent/child chain and one producer span per fan-out recipient.
  */
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isParleyError, runInSpan, startToolSpan } from '@parley/contracts';
@@ -42,7 +42,11 @@ describe('tracing the message path', () => {
 
   it('keeps a conversation across people, agents, services and a tool call in one trace', async () => {
     const tracer = (name: string) => parley.telemetry?.tracer(name);
-    const human = await parley.participant('user');
+    // The local admin owns the agents participant() registers: no consent step needed here.
+    const human = {
+      id: parley.home.state.admin.id,
+      creds: await readFile(parley.home.paths.adminCreds, 'utf8'),
+    };
     const a = await parley.participant();
     const b = await parley.participant();
     const connect = async (p: { creds: string }, name: string): Promise<Agent> => {
@@ -146,22 +150,15 @@ describe('tracing the message path', () => {
 
     // `parley trace` finds the same trace id, and the Jaeger link.
     const lines: string[] = [];
+    const outsider = await parley.participant();
+    const outsiderCreds = join(parley.home.paths.credsDir, 'outsider.creds');
+    await writeFile(outsiderCreds, outsider.creds);
     const code = await runCli(
-      [
-        'trace',
-        first.id,
-        '--room',
-        room.id,
-        '--json',
-        '--server',
-        parley.natsUrl,
-        '--as',
-        parley.home.paths.adminCreds,
-      ],
+      ['trace', first.id, '--room', room.id, '--json', '--server', parley.natsUrl, '--as', outsiderCreds],
       { out: (l) => lines.push(l), err: (l) => lines.push(l) },
       { PARLEY_JAEGER_URL: 'http://jaeger.example:16686/' },
     );
-    assert.equal(code, 1, 'the admin is not a member of that room');
+    assert.equal(code, 1, 'an outsider is not a member of that room');
     assert.match(lines.join('\n'), /^NOT_A_MEMBER: /);
     await writeFile(join(parley.home.paths.credsDir, 'alice.creds'), human.creds);
     lines.length = 0;
