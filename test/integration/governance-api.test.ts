@@ -202,7 +202,7 @@ describe('governance API: bad input changes nothing', () => {
       ),
       findByParticipant: await codeOf(owner.agent.call(roomsApi.findMessage, { id: newId('message') })),
       notifyByParticipant: await codeOf(
-        owner.agent.call(roomsApi.notify, { participant: owner.id, text: 'spoof' }),
+        owner.agent.call(roomsApi.notify, { to: owner.id, text: 'spoof', data: {}, key: 'spoof' }),
       ),
     };
     assert.deepEqual(refusals, {

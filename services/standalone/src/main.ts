@@ -43,6 +43,7 @@ try {
     httpPort: opts.httpPort,
     log,
     telemetry: config,
+    rooms: config.rooms,
     ...(config.NATS_SERVER_BIN ? { natsServerBin: config.NATS_SERVER_BIN } : {}),
   });
 } catch (err) {
