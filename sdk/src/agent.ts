@@ -26,6 +26,9 @@ import { Directory } from './directory.js';
 import { PresenceReporter } from './presence.js';
 import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
+import { Tokens } from './tokens.js';
+import { Tools } from './tools.js';
+import { UsageReporter } from './usage.js';
 
 /** Options of {@link Agent.call}. */
 export interface CallOptions {
@@ -64,6 +67,12 @@ export class Agent {
   readonly presence: PresenceReporter;
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
+  /** Authorized tool calls: `agent.tools.call(name, args, fn, { onBehalfOf })`. */
+  readonly tools: Tools;
+  /** Usage reports: `agent.usage.report({ model, inputTokens, outputTokens, costUsd })`. */
+  readonly usage: UsageReporter;
+  /** Delegation tokens: issue (people), exchange, revoke, read. */
+  readonly tokens: Tokens;
   /** Contacts: ask for consent, answer, block, revoke, list. */
   readonly contacts: Contacts;
   /** @internal replies of the send path */
@@ -80,6 +89,9 @@ export class Agent {
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
+    this.tools = new Tools(this);
+    this.usage = new UsageReporter(this);
+    this.tokens = new Tokens(this, () => this.tools.invalidate());
     this.contacts = new Contacts(this);
     this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
@@ -161,6 +173,7 @@ export class Agent {
   /** Stops handling deliveries (running handlers finish and ack), then drains the connection. */
   async close(): Promise<void> {
     await this.presence.stop();
+    this.tools.close();
     await this.#engine?.close();
     if (!this.nc.isClosed()) await this.nc.drain();
     this.replies.close();

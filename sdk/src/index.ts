@@ -7,3 +7,6 @@ export type { CursorStore, Delivery, DeliveryEvent, DeliveryOptions } from './de
 export * from './directory.js';
 export * from './presence.js';
 export * from './rooms.js';
+export * from './tokens.js';
+export * from './tools.js';
+export * from './usage.js';

@@ -10,6 +10,13 @@ import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';
 import { freePort, type Standalone, type StandaloneOptions, startStandalone } from '@parley/standalone';
 
+/** Environment of a rooms process with the traffic guards off, as {@link startParley} has them. */
+export const GUARDS_OFF = {
+  PARLEY_RATE_AGENT_PER_SEC: '0',
+  PARLEY_RATE_ROOM_PER_SEC: '0',
+  PARLEY_RUNAWAY_MESSAGES: '0',
+} as const;
+
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
 export interface TestParley extends Standalone {
   /**
@@ -29,6 +36,11 @@ export interface TestParley extends Standalone {
 /** Options of {@link startParley}. */
 export interface StartParleyOptions {
   backbone?: BackboneOptions;
+  /**
+   * Rooms service settings. Unlike a deployment, the send guards that watch traffic volume (rate
+   * limits, the runaway detector) are off unless a test turns them on here: most tests send fast
+   * between agents on purpose. {@link GUARDS_OFF} is the same for rooms replicas run as processes.
+   */
   rooms?: Partial<RoomsConfig>;
   consent?: Partial<ConsentConfig>;
   log?: Logger;
@@ -49,7 +61,12 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       httpPort: await freePort(),
       log: options.log ?? silentLogger(),
       ...(options.backbone ? { backbone: options.backbone } : {}),
-      ...(options.rooms ? { rooms: options.rooms } : {}),
+      rooms: {
+        PARLEY_RATE_AGENT_PER_SEC: 0,
+        PARLEY_RATE_ROOM_PER_SEC: 0,
+        PARLEY_RUNAWAY_MESSAGES: 0,
+        ...options.rooms,
+      },
       ...(options.consent ? { consent: options.consent } : {}),
       ...(options.telemetry ? { telemetry: options.telemetry } : {}),
       ...(options.telemetryBatch ? { telemetryBatch: options.telemetryBatch } : {}),

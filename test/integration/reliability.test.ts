@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
+  GUARDS_OFF,
   type ServiceProcess,
   startParley,
   startServiceProcess,
@@ -158,6 +159,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
 
   const startReplica = (i: number) =>
     startServiceProcess('rooms', {
+      ...GUARDS_OFF,
       NATS_URL: parley.natsUrl,
       NATS_CREDS: credsFile,
       PARLEY_REPLICA_ID: `replica-${i}`,

@@ -214,6 +214,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       config: {
         PARLEY_ACCOUNT_PUBLIC_KEY: pub.account,
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
+        PARLEY_DELEGATION_KEYS: JSON.stringify(home.delegationKeys),
       },
       // Revocations: governance re-signs the account JWT and pushes it as the system user.
       accountUpdates: { signer: accountSigner(keys), systemNc: await connectSystem() },
