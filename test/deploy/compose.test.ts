@@ -69,6 +69,7 @@ describe('deploy/compose.yaml', () => {
       const s = services[name];
       assert.ok(s, `compose has a ${name} service`);
       assert.deepEqual(s.command, [name]);
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own variable syntax
       assert.equal(s.image, '${PARLEY_IMAGE:-parley:dev}');
     }
     assert.equal(services.rooms?.deploy?.replicas, 2);
