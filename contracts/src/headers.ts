@@ -9,8 +9,21 @@ export const headerNames = {
    * recipient (absent for the first). A jump tells the SDK to backfill from history.
    */
   prevSeq: 'Parley-Prev-Seq',
-  /** On a delivery: the recipient the fan-out addressed. */
-  recipient: 'Parley-Recipient',
+  /** On a room-log entry: its kind, so the fan-out routes without parsing the body. */
+  kind: 'Parley-Kind',
+  /** On a room-log entry: the sender's id. */
+  sender: 'Parley-Sender',
+  /** On a room-log entry: comma-separated mentioned participant ids (absent when none). */
+  mentions: 'Parley-Mentions',
+  /**
+   * On a room-log entry: `mentions` when only the mentioned participants may receive or read it
+   * (private notices, e.g. "your message went to the dead-letter queue").
+   */
+  audience: 'Parley-Audience',
+  /** On a delivery: the message id (so a recipient can drop a duplicate without parsing). */
+  messageId: 'Parley-Msg-Id',
+  /** JetStream optimistic concurrency: the publish fails unless this is the subject's last sequence. */
+  expectedLastSubjectSeq: 'Nats-Expected-Last-Subject-Sequence',
   /** JetStream de-duplication id. */
   msgId: 'Nats-Msg-Id',
   /** W3C trace context. */

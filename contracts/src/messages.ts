@@ -85,6 +85,9 @@ export const Handoff = named(
 );
 export type Handoff = z.infer<typeof Handoff>;
 
+/** Media type of the data part that carries a {@link Handoff} in a `handoff` message. */
+export const HANDOFF_MEDIA_TYPE = 'application/vnd.parley.handoff+json';
+
 /** Where content came from, when it came from outside: rendered as data, never as instructions. */
 export const Provenance = named(
   'Provenance',
@@ -216,6 +219,10 @@ export const RoomMessage = named(
       onBehalfOf: OnBehalfOf.optional(),
       clientMsgId: z.string().optional(),
       metadata: z.record(z.string(), z.string()).optional(),
+      audience: z
+        .enum(['members', 'mentions'])
+        .optional()
+        .describe('mentions = a private notice only the mentioned participants receive and read.'),
       trace: TraceContext.optional(),
       sentAt: z.iso.datetime().describe('When the ingress accepted it (UTC).'),
     })

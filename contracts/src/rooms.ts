@@ -26,6 +26,10 @@ export const RoomPolicy = named(
         .enum(['stay', 'remove'])
         .default('stay')
         .describe('What happens to a member whose contact with the inviter is revoked.'),
+      history: z
+        .enum(['shared', 'since_joined'])
+        .default('shared')
+        .describe('shared = members read the whole room log; since_joined = only from when they joined.'),
     })
     .describe('How the room is run.'),
 );
@@ -123,6 +127,7 @@ export const RoomSummary = named(
     createdAt: z.iso.datetime(),
   }),
 );
+export type RoomSummary = z.infer<typeof RoomSummary>;
 
 /** A page of a listing. */
 const Cursor = z.string().max(200).describe('Opaque; pass it back to get the next page.');

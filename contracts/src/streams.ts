@@ -7,7 +7,15 @@ export const streams = {
   events: 'PARLEY_EVENTS',
   audit: 'PARLEY_AUDIT',
   dlq: 'PARLEY_DLQ',
+  advisories: 'PARLEY_ADVISORIES',
 } as const;
+
+/**
+ * The JetStream advisory published when a delivery exceeded its consumer's max deliveries. Kept in
+ * PARLEY_ADVISORIES, so a dead letter is recorded even when no rooms replica was up at that moment.
+ */
+export const maxDeliveriesAdvisory = (consumer = '*') =>
+  `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${streams.inbox}.${consumer}`;
 
 /** KV bucket names. */
 export const buckets = {
@@ -150,6 +158,13 @@ export function streamDefinitions(options: BackboneOptions = {}): StreamDefiniti
       maxAgeMs: 0,
       denyDelete: true,
       denyPurge: true,
+    },
+    {
+      ...base,
+      name: streams.advisories,
+      description: 'JetStream advisories Parley acts on: inbox deliveries past max deliveries (→ DLQ).',
+      subjects: [maxDeliveriesAdvisory()],
+      maxAgeMs: o.dlqMaxAgeMs,
     },
     {
       ...base,

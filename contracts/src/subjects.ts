@@ -50,13 +50,16 @@ export const subjects = {
   /** `parley.room.<partition>.<roomId>` — the room log. */
   room: (partition: number, roomId: string) =>
     `${ROOT}.room.${partitionToken(partition)}.${token(roomId, 'room id')}`,
-  /** `parley.room.<partition>.>` — one fan-out partition. */
-  roomPartition: (partition: number) => `${ROOT}.room.${partitionToken(partition)}.>`,
+  /**
+   * `parley.room.<partition>.*` — one fan-out partition. (`*`, not `>`: nats-server 2.9 does not
+   * accept `>` as a subset of the stream's `parley.room.*.*`.)
+   */
+  roomPartition: (partition: number) => `${ROOT}.room.${partitionToken(partition)}.*`,
   /** `parley.inbox.<participantId>.<roomId>` — one participant's deliveries from one room. */
   inbox: (participantId: string, roomId: string) =>
     `${ROOT}.inbox.${token(participantId, 'participant id')}.${token(roomId, 'room id')}`,
-  /** `parley.inbox.<participantId>.>` — a participant's whole inbox (its consumer's filter). */
-  inboxAll: (participantId: string) => `${ROOT}.inbox.${token(participantId, 'participant id')}.>`,
+  /** `parley.inbox.<participantId>.*` — a participant's whole inbox (its consumer's filter). */
+  inboxAll: (participantId: string) => `${ROOT}.inbox.${token(participantId, 'participant id')}.*`,
   /** `parley.evt.<domain>.<kind>` — a control-plane event. */
   event: (domain: string, kind: string) =>
     `${ROOT}.evt.${token(domain, 'event domain')}.${tokens(kind, 'event kind')}`,

@@ -1,18 +1,35 @@
+import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   type ApiMethod,
   type ApiRequest,
   type ApiResponse,
+  type RoomMessage,
   registryApi,
   request,
+  streams,
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
+import {
+  type Delivery,
+  type DeliveryEngine,
+  type DeliveryEvent,
+  type DeliveryOptions,
+  DeliveryEngine as Engine,
+} from './delivery.js';
+import { Rooms } from './rooms.js';
 
 /** Options of {@link Agent.call}. */
 export interface CallOptions {
   /** Milliseconds to wait. @default 5000 */
   timeout?: number;
+}
+
+/** Options of {@link connect}. */
+export interface AgentOptions extends ConnectOptions {
+  /** How deliveries are handled; see {@link DeliveryOptions}. */
+  delivery?: DeliveryOptions;
 }
 
 /**
@@ -24,11 +41,18 @@ export class Agent {
   readonly id: string;
   /** The underlying NATS connection. */
   readonly nc: NatsConnection;
+  /** Rooms: create, list, invite, and a handle per room to send and read history. */
+  readonly rooms: Rooms;
+  readonly #deliveryOptions: DeliveryOptions;
+  #engine: DeliveryEngine | undefined;
+  #listening: Promise<void> | undefined;
 
   /** @internal use {@link connect} */
-  constructor(nc: NatsConnection, id: string) {
+  constructor(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions } = {}) {
     this.nc = nc;
     this.id = id;
+    this.rooms = new Rooms(this);
+    this.#deliveryOptions = options.delivery ?? {};
   }
 
   /** Calls an API method as this participant. Refusals throw a ParleyError with a code. */
@@ -45,14 +69,67 @@ export class Agent {
     return this.call(registryApi.whoami, {});
   }
 
-  /** Lets in-flight work finish, then closes the connection. */
+  /**
+   * Handles deliveries from this participant's inbox: `message` (what others send; own messages
+   * only with `includeOwn`), `room_event` (joins, leaves, room changes), `dead_letter` (a message
+   * this participant sent could not be handled by a recipient). The first call starts consuming;
+   * the handler's promise is awaited before the message is acknowledged, and a throw means
+   * "redeliver later" (in order). Await {@link Agent.listening} to know the consumer runs.
+   */
+  on(event: DeliveryEvent, handler: (delivery: Delivery) => unknown): this {
+    this.#ensureEngine().on(event, handler);
+    this.#listening ??= this.#startEngine();
+    return this;
+  }
+
+  /** Resolves once deliveries are being consumed (after the first {@link Agent.on}). */
+  get listening(): Promise<void> {
+    return this.#listening ?? Promise.resolve();
+  }
+
+  #ensureEngine(): DeliveryEngine {
+    this.#engine ??= new Engine(this.id, this.#deliveryOptions, (room, after, before) =>
+      this.#backfill(room, after, before),
+    );
+    return this.#engine;
+  }
+
+  async #startEngine(): Promise<void> {
+    const consumer = await jetstream(this.nc).consumers.get(streams.inbox, this.id);
+    await this.#ensureEngine().start(consumer);
+  }
+
+  /** The room messages this participant should have received in (after, before). */
+  async #backfill(
+    room: string,
+    after: number,
+    before: number,
+  ): Promise<{ seq: number; message: RoomMessage }[]> {
+    const handle = this.rooms.room(room);
+    const me = (await handle.get()).members.find((m) => m.id === this.id);
+    const out: { seq: number; message: RoomMessage }[] = [];
+    let cursor = after;
+    for (;;) {
+      const page = await handle.history({ order: 'oldest', after: cursor, before, limit: 200 });
+      for (const e of page.entries) {
+        cursor = e.seq;
+        const system =
+          e.message.kind === 'membership' || e.message.kind === 'room' || e.message.kind === 'system';
+        if (system || me?.delivery !== 'mentions' || e.message.mentions.includes(this.id)) out.push(e);
+      }
+      if (!page.more) return out;
+    }
+  }
+
+  /** Stops handling deliveries (running handlers finish and ack), then drains the connection. */
   async close(): Promise<void> {
+    await this.#engine?.close();
     if (!this.nc.isClosed()) await this.nc.drain();
   }
 }
 
 /** Connects as the participant in `creds`. */
-export async function connect(options: ConnectOptions): Promise<Agent> {
+export async function connect(options: AgentOptions): Promise<Agent> {
   const { nc, identity } = await connectWithCreds(options);
-  return new Agent(nc, identity.id);
+  return new Agent(nc, identity.id, options.delivery ? { delivery: options.delivery } : {});
 }

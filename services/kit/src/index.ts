@@ -1,6 +1,7 @@
 export * from './api-server.js';
 export * from './backbone.js';
 export * from './config.js';
+export * from './events.js';
 export * from './http.js';
 export * from './logger.js';
 export * from './micro.js';

@@ -1,32 +1,116 @@
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { createMicroService, type Logger, type ParleyService, serveApis } from '@parley/kit';
+import { buckets, roomsApi } from '@parley/contracts';
+import {
+  bind,
+  createMicroService,
+  type Logger,
+  type MicroService,
+  type ParleyService,
+  serveApis,
+} from '@parley/kit';
+import type { RoomsConfig } from './config.js';
+import { createControlPlane } from './control.js';
+import { createDeadLetters } from './dlq.js';
+import { createFanout } from './fanout.js';
+import { serveIngress } from './ingress.js';
+import { createParticipantDirectory } from './participants.js';
+import { createRoomCache, type RoomCache } from './room-cache.js';
 
 /** What the rooms service needs. */
 export interface RoomsDeps {
   nc: NatsConnection;
   log: Logger;
+  config: RoomsConfig;
 }
 
 /** The rooms service: room lifecycle and membership, the ingress and the fan-out. */
-export function createRoomsService(deps: RoomsDeps): ParleyService {
+export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPartitions(): number[] } {
+  const { config } = deps;
   const log = deps.log.child({ component: 'rooms' });
-  let micro: ReturnType<typeof createMicroService> | undefined;
+  let micro: MicroService | undefined;
+  let cache: RoomCache | undefined;
+  let fanout: ReturnType<typeof createFanout> | undefined;
+  let deadLetters: ReturnType<typeof createDeadLetters> | undefined;
   let started = false;
+
   return {
     name: 'rooms',
     async start() {
+      const js = jetstream(deps.nc);
+      const jsm = await jetstreamManager(deps.nc);
+      const kvm = new Kvm(deps.nc);
+      const rooms = await kvm.open(buckets.rooms);
+      const leases = await kvm.open(buckets.leases);
+      const participants = createParticipantDirectory(jsm);
+      const control = createControlPlane({
+        js,
+        jsm,
+        kv: rooms,
+        partitions: config.PARLEY_PARTITIONS,
+        participants,
+        log,
+      });
       micro = createMicroService(deps.nc, {
         name: 'parley-rooms',
         version: '0.1.0',
         description: 'Rooms, membership, the message ingress and the fan-out.',
+        metadata: { replica: config.PARLEY_REPLICA_ID },
       });
-      serveApis(micro, [], { service: 'rooms', queue: 'rooms', log });
+      serveApis(
+        micro,
+        [
+          bind(roomsApi.create, (req, ctx) => control.create(req, ctx.caller)),
+          bind(roomsApi.get, (req, ctx) => control.get(req, ctx.caller)),
+          bind(roomsApi.list, (req, ctx) => control.list(req, ctx.caller)),
+          bind(roomsApi.invite, (req, ctx) => control.invite(req, ctx.caller)),
+          bind(roomsApi.join, (req, ctx) => control.join(req, ctx.caller)),
+          bind(roomsApi.leave, (req, ctx) => control.leave(req, ctx.caller)),
+          bind(roomsApi.remove, (req, ctx) => control.remove(req, ctx.caller)),
+          bind(roomsApi.setMember, (req, ctx) => control.setMember(req, ctx.caller)),
+          bind(roomsApi.close, (req, ctx) => control.close(req, ctx.caller)),
+          bind(roomsApi.history, (req, ctx) => control.history(req, ctx.caller)),
+        ],
+        { service: 'rooms', queue: 'rooms', log },
+      );
+      if (config.PARLEY_INGRESS) {
+        cache = await createRoomCache(rooms, log);
+        serveIngress(micro, {
+          js,
+          jsm,
+          rooms: cache,
+          log,
+          maxMessageBytes: config.PARLEY_MAX_MESSAGE_BYTES,
+          hopLimit: config.PARLEY_HOP_LIMIT,
+        });
+      }
+      if (config.PARLEY_FANOUT) {
+        fanout = createFanout({
+          js,
+          jsm,
+          rooms,
+          leases,
+          partitions: config.PARLEY_PARTITIONS,
+          replicaId: config.PARLEY_REPLICA_ID,
+          leaseTtlMs: config.PARLEY_LEASE_TTL_MS,
+          batchSize: config.PARLEY_FANOUT_BATCH,
+          log,
+        });
+        await fanout.start();
+        deadLetters = createDeadLetters({ js, jsm, partitions: config.PARLEY_PARTITIONS, log });
+        await deadLetters.start();
+      }
       started = true;
     },
     async stop() {
       started = false;
       await micro?.stop();
+      await deadLetters?.stop();
+      await fanout?.stop();
+      await cache?.stop();
     },
     ready: () => started,
+    ownedPartitions: () => fanout?.owned() ?? [],
   };
 }

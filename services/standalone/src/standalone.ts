@@ -14,7 +14,7 @@ import {
   type ParleyService,
 } from '@parley/kit';
 import { createRegistryService } from '@parley/registry';
-import { createRoomsService } from '@parley/rooms';
+import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
 import { type Home, openHome } from './home.js';
 import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from './nats-server.js';
 
@@ -38,6 +38,8 @@ export interface StandaloneOptions {
   log: Logger;
   /** Stream/bucket sizing. */
   backbone?: BackboneOptions;
+  /** Rooms service settings (partitions and lease TTL follow `backbone` unless given). */
+  rooms?: Partial<RoomsConfig>;
 }
 
 /** A running backbone. */
@@ -136,7 +138,16 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
       },
     });
-    const rooms = createRoomsService({ nc: await connectAs('rooms'), log });
+    const rooms = createRoomsService({
+      nc: await connectAs('rooms'),
+      log,
+      config: roomsDefaults({
+        PARLEY_REPLICA_ID: 'standalone',
+        ...(o.backbone?.partitions ? { PARLEY_PARTITIONS: o.backbone.partitions } : {}),
+        ...(o.backbone?.leaseTtlMs ? { PARLEY_LEASE_TTL_MS: o.backbone.leaseTtlMs } : {}),
+        ...o.rooms,
+      }),
+    });
     for (const s of [registry, governance, rooms]) {
       await s.start();
       services.push(s);

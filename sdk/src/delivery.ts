@@ -1,0 +1,277 @@
+/**
+ * The delivery engine: reads the participant's durable inbox consumer and runs handlers so that
+ *
+ * - each room's messages are handled in room order (one lane for everything by default, or one lane
+ *   per room with `concurrency: 'per-room'`);
+ * - a message is acknowledged only after its handler resolved; when it throws, the message is
+ *   nak'ed with backoff and its lane waits for the redelivery (so nothing overtakes it); past max
+ *   deliveries the server dead-letters it and the lane moves on;
+ * - a redelivered message already handled is acknowledged without running the handler again;
+ * - a jump in a room's `Parley-Prev-Seq` chain (messages lost from the inbox while the agent was
+ *   away past the inbox cap) is backfilled from history before the message that revealed it;
+ * - after a restart, deliveries its crashed predecessor held (unacknowledged) come back first: the
+ *   engine holds newer ones until those redeliveries arrived (at most two ack waits).
+ */
+import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import { headerNames, type RoomMessage, RoomMessage as RoomMessageSchema, roomOf } from '@parley/contracts';
+import { handling } from './handling.js';
+
+/** A message handed to a handler. */
+export interface Delivery {
+  message: RoomMessage;
+  /** The room the message is in. */
+  room: string;
+  /** Its position in the room log. */
+  roomSeq: number;
+  /** True when the message was delivered before (its handler may have run, e.g. before a crash). */
+  redelivered: boolean;
+  /** True when it was recovered from history after a gap rather than delivered from the inbox. */
+  backfilled: boolean;
+}
+
+/** The kinds of delivery a handler can subscribe to. */
+export type DeliveryEvent = 'message' | 'room_event' | 'dead_letter';
+
+/** Where an agent keeps, across restarts, the last room position it handled per room. */
+export interface CursorStore {
+  get(room: string): number | undefined | Promise<number | undefined>;
+  set(room: string, roomSeq: number): void | Promise<void>;
+}
+
+/** Options of the delivery engine. */
+export interface DeliveryOptions {
+  /** `sequential` (default): one message at a time; `per-room`: rooms in parallel, each in order. */
+  concurrency?: 'sequential' | 'per-room';
+  /** Hand this participant's own messages to its handlers too. @default false */
+  includeOwn?: boolean;
+  /** Persists handled positions so gaps are detected across restarts. @default in memory */
+  cursorStore?: CursorStore;
+  /** Backoff after a handler failure, by delivery count (ms). @default 500 · 2^(n-1), at most 10 s */
+  backoffMs?: (deliveryCount: number) => number;
+  /** Called with errors of the engine itself (never thrown at the caller). */
+  onError?: (err: unknown) => void;
+}
+
+type Handler = (d: Delivery) => unknown;
+
+interface Lane {
+  queue: JsMsg[];
+  busy: boolean;
+  /** Inbox sequence of a nak'ed message this lane waits for. */
+  waiting?: number;
+}
+
+const SEEN_CAPACITY = 20_000;
+
+/** Runs handlers for one participant's inbox. */
+export class DeliveryEngine {
+  readonly #handlers = new Map<DeliveryEvent, Handler[]>();
+  readonly #lanes = new Map<string, Lane>();
+  readonly #seen = new Set<string>();
+  readonly #lastSeq = new Map<string, number>();
+  readonly #inflight = new Set<Promise<void>>();
+  #messages: ConsumerMessages | undefined;
+  #keepalive: NodeJS.Timeout | undefined;
+  #recovering: { upTo: number; expect: number; seen: number; timer: NodeJS.Timeout } | undefined;
+  #maxDeliver = 5;
+  #closed = false;
+
+  constructor(
+    private readonly self: string,
+    private readonly options: DeliveryOptions,
+    private readonly backfill: (
+      room: string,
+      after: number,
+      before: number,
+    ) => Promise<{ seq: number; message: RoomMessage }[]>,
+  ) {}
+
+  on(event: DeliveryEvent, handler: Handler): void {
+    const list = this.#handlers.get(event) ?? [];
+    list.push(handler);
+    this.#handlers.set(event, list);
+  }
+
+  /** Starts consuming. */
+  async start(consumer: Consumer): Promise<void> {
+    const info = await consumer.info(true);
+    const maxDeliver = info.config.max_deliver ?? -1;
+    this.#maxDeliver = maxDeliver > 0 ? maxDeliver : Number.POSITIVE_INFINITY;
+    const ackWaitMs = Math.max(1_000, Math.floor((info.config.ack_wait ?? 30e9) / 1e6));
+    if (info.num_ack_pending > 0) {
+      // A predecessor crashed holding these: they come back after the ack wait, before anything newer.
+      this.#recovering = {
+        upTo: info.delivered.stream_seq,
+        expect: info.num_ack_pending,
+        seen: 0,
+        timer: setTimeout(() => this.#endRecovery(), 2 * ackWaitMs + 1_000),
+      };
+    }
+    this.#messages = await consumer.consume({
+      max_messages: 256,
+      callback: (m) => this.#arrive(m),
+    });
+    // Held and running messages must not time out: tell the server we are working on them.
+    this.#keepalive = setInterval(
+      () => {
+        for (const lane of this.#lanes.values()) for (const m of lane.queue) m.working();
+      },
+      Math.max(500, Math.floor(ackWaitMs / 3)),
+    );
+  }
+
+  /** Stops consuming, lets running handlers finish (and ack), keeps nothing else. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearInterval(this.#keepalive);
+    if (this.#recovering) clearTimeout(this.#recovering.timer);
+    await this.#messages?.close().catch(() => undefined);
+    await Promise.allSettled([...this.#inflight]);
+  }
+
+  #laneKey(m: JsMsg): string {
+    return this.options.concurrency === 'per-room' ? roomOf(m.subject) : '*';
+  }
+
+  #arrive(m: JsMsg): void {
+    if (this.#closed) return;
+    const r = this.#recovering;
+    if (r && m.seq <= r.upTo && ++r.seen >= r.expect) this.#endRecovery(false);
+    const key = this.#laneKey(m);
+    let lane = this.#lanes.get(key);
+    if (!lane) {
+      lane = { queue: [], busy: false };
+      this.#lanes.set(key, lane);
+    }
+    // Keep the lane ordered by inbox sequence; a redelivery replaces a copy we still hold.
+    const q = lane.queue;
+    const i = q.findIndex((x) => x.seq >= m.seq);
+    if (i === -1) q.push(m);
+    else if (q[i]?.seq === m.seq) q[i] = m;
+    else q.splice(i, 0, m);
+    this.#pump(lane);
+  }
+
+  #endRecovery(pump = true): void {
+    if (!this.#recovering) return;
+    clearTimeout(this.#recovering.timer);
+    this.#recovering = undefined;
+    if (pump) for (const lane of this.#lanes.values()) this.#pump(lane);
+    else
+      queueMicrotask(() => {
+        for (const lane of this.#lanes.values()) this.#pump(lane);
+      });
+  }
+
+  #pump(lane: Lane): void {
+    if (lane.busy || this.#recovering || this.#closed) return;
+    const head = lane.queue[0];
+    if (!head) return;
+    if (lane.waiting !== undefined && head.seq !== lane.waiting) return;
+    lane.waiting = undefined;
+    lane.busy = true;
+    const p = this.#process(head, lane)
+      .catch((err) => this.options.onError?.(err))
+      .finally(() => {
+        this.#inflight.delete(p);
+        lane.busy = false;
+        this.#pump(lane);
+      });
+    this.#inflight.add(p);
+  }
+
+  async #process(m: JsMsg, lane: Lane): Promise<void> {
+    const id = m.headers?.get(headerNames.messageId) ?? `${m.seq}`;
+    const room = roomOf(m.subject);
+    const roomSeq = Number(m.headers?.get(headerNames.roomSeq)) || 0;
+    const prev = Number(m.headers?.get(headerNames.prevSeq)) || 0;
+    const unqueue = () => {
+      const i = lane.queue.findIndex((x) => x.seq === m.seq);
+      if (i >= 0) lane.queue.splice(i, 1);
+    };
+    const done = () => {
+      unqueue();
+      this.#remember(id);
+      this.#lastSeq.set(room, Math.max(this.#lastSeq.get(room) ?? 0, roomSeq));
+    };
+    if (this.#seen.has(id)) {
+      m.ack();
+      done();
+      return;
+    }
+    let message: RoomMessage;
+    try {
+      message = RoomMessageSchema.parse(JSON.parse(new TextDecoder().decode(m.data)));
+    } catch (err) {
+      // Not a Parley message: it can never be handled, so it is not retried.
+      m.term();
+      done();
+      this.options.onError?.(err);
+      return;
+    }
+    try {
+      const last = this.#lastSeq.get(room) ?? (await this.options.cursorStore?.get(room));
+      if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
+      await this.#dispatch({
+        message,
+        room,
+        roomSeq,
+        redelivered: m.info.deliveryCount > 1,
+        backfilled: false,
+      });
+      await this.options.cursorStore?.set(room, roomSeq);
+      m.ack();
+      done();
+    } catch (err) {
+      this.options.onError?.(err);
+      unqueue();
+      if (m.info.deliveryCount >= this.#maxDeliver) {
+        // Out of attempts: the server dead-letters it and tells the sender; this lane moves on.
+        m.nak();
+        return;
+      }
+      lane.waiting = m.seq;
+      const backoff = this.options.backoffMs ?? ((n: number) => Math.min(500 * 2 ** (n - 1), 10_000));
+      m.nak(backoff(m.info.deliveryCount));
+    }
+  }
+
+  async #backfill(room: string, after: number, before: number): Promise<void> {
+    for (const e of await this.backfill(room, after, before)) {
+      if (this.#seen.has(e.message.id)) continue;
+      await this.#dispatch({
+        message: e.message,
+        room,
+        roomSeq: e.seq,
+        redelivered: false,
+        backfilled: true,
+      });
+      this.#remember(e.message.id);
+    }
+  }
+
+  async #dispatch(d: Delivery): Promise<void> {
+    const kind = d.message.kind;
+    const event: DeliveryEvent =
+      kind === 'membership' || kind === 'room'
+        ? 'room_event'
+        : kind === 'system' &&
+            d.message.parts.some((p) => p.type === 'data' && p.data.event === 'dead_letter')
+          ? 'dead_letter'
+          : 'message';
+    if (event === 'message' && d.message.sender.id === this.self && !this.options.includeOwn) return;
+    const handlers = this.#handlers.get(event);
+    if (!handlers?.length) return;
+    await handling.run({ messageId: d.message.id, hop: d.message.hop, room: d.room }, async () => {
+      for (const h of handlers) await h(d);
+    });
+  }
+
+  #remember(id: string): void {
+    this.#seen.add(id);
+    if (this.#seen.size > SEEN_CAPACITY) {
+      const oldest = this.#seen.values().next();
+      if (!oldest.done) this.#seen.delete(oldest.value);
+    }
+  }
+}

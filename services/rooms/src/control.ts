@@ -1,0 +1,408 @@
+/**
+ * The room control plane: lifecycle, membership and history. Every change is first appended to the
+ * room's own log (so who receives a message is decided by its position in the log), then reflected
+ * in the control view in `parley_rooms` with compare-and-set.
+ */
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
+import {
+  type ApiParsedRequest,
+  type ApiResponse,
+  type HistoryEntry,
+  type MembershipChange,
+  newId,
+  ParleyError,
+  partitionOf,
+  type Room,
+  type RoomChange,
+  type RoomMember,
+  RoomMessage,
+  RoomPolicy,
+  type roomsApi,
+} from '@parley/contracts';
+import type { Logger } from '@parley/kit';
+import { publishEvent } from '@parley/kit';
+import type { ParticipantDirectory } from './participants.js';
+import { appendEntry, lastPosition, readLog, systemEntry } from './room-log.js';
+import {
+  createEntry,
+  keys,
+  type MemberRecord,
+  type RoomRecord,
+  readEntry,
+  toRoom,
+  toRoomMember,
+  updateEntry,
+} from './room-store.js';
+
+type Req<M extends keyof typeof roomsApi> = ApiParsedRequest<(typeof roomsApi)[M]>;
+type Res<M extends keyof typeof roomsApi> = ApiResponse<(typeof roomsApi)[M]>;
+
+/** What the control plane needs. */
+export interface ControlDeps {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  kv: KV;
+  partitions: number;
+  participants: ParticipantDirectory;
+  log: Logger;
+}
+
+const dec = new TextDecoder();
+
+/** Builds the control-plane handlers. */
+export function createControlPlane(deps: ControlDeps) {
+  const { js, jsm, kv } = deps;
+
+  async function load(roomId: string): Promise<RoomRecord> {
+    const e = await readEntry<RoomRecord>(kv, keys.room(roomId));
+    if (!e) throw new ParleyError('NOT_FOUND', `room ${roomId} does not exist`);
+    return e.value;
+  }
+
+  function requireMember(r: RoomRecord, caller: string): MemberRecord {
+    const m = r.members[caller];
+    if (!m) throw new ParleyError('NOT_A_MEMBER', `${caller} is not a member of room ${r.id}`);
+    return m;
+  }
+
+  function requireOpen(r: RoomRecord): void {
+    if (r.closed) throw new ParleyError('ROOM_CLOSED', `room ${r.id} is closed`);
+  }
+
+  function requireOwner(r: RoomRecord, caller: string, what: string): void {
+    if (r.owner !== caller) throw new ParleyError('PERMISSION_DENIED', `only the room owner may ${what}`);
+  }
+
+  /** Appends a membership change and applies it to the control view. */
+  async function changeMembership(
+    r: RoomRecord,
+    change: MembershipChange,
+    apply: (room: RoomRecord, seq: number) => void,
+  ): Promise<{ seq: number; room: RoomRecord }> {
+    const entry = systemEntry(r.id, change.by, 'membership', change, { mentions: [change.member] });
+    const { seq } = await appendEntry(js, r, entry);
+    const room = await updateEntry<RoomRecord>(kv, keys.room(r.id), (current) => {
+      if (!current) return undefined;
+      apply(current, seq);
+      current.lastSeq = Math.max(current.lastSeq, seq);
+      return current;
+    });
+    await publishEvent(js, 'rooms', 'member.changed', {
+      actor: change.by,
+      subject: r.id,
+      data: { ...change, seq },
+    }).catch((err) => deps.log.warn({ err }, 'event not published'));
+    return { seq, room: room ?? r };
+  }
+
+  async function addMember(
+    r: RoomRecord,
+    member: string,
+    by: string,
+    role: MemberRecord['role'],
+    delivery: MemberRecord['delivery'],
+  ): Promise<RoomMember> {
+    const { seq, room } = await changeMembership(
+      r,
+      { change: 'joined', member, role, delivery, by },
+      (room, seq) => {
+        room.members[member] ??= {
+          role,
+          delivery,
+          joinedSeq: seq,
+          joinedAt: new Date().toISOString(),
+          ...(by !== member ? { invitedBy: by } : {}),
+        };
+        room.left = room.left.filter((id) => id !== member);
+      },
+    );
+    await kv.put(keys.member(member, r.id), JSON.stringify({ role, joinedSeq: seq }));
+    const m = room.members[member];
+    if (!m) throw new ParleyError('INTERNAL', 'membership was not recorded');
+    return toRoomMember(member, m);
+  }
+
+  async function dropMember(
+    r: RoomRecord,
+    member: string,
+    by: string,
+    change: 'left' | 'removed',
+  ): Promise<number> {
+    const m = r.members[member];
+    if (!m) throw new ParleyError('NOT_A_MEMBER', `${member} is not a member of room ${r.id}`);
+    const { seq } = await changeMembership(
+      r,
+      { change, member, role: m.role, delivery: m.delivery, by },
+      (room) => {
+        delete room.members[member];
+        if (change === 'left' && !room.left.includes(member)) room.left.push(member);
+      },
+    );
+    await kv.delete(keys.member(member, r.id));
+    return seq;
+  }
+
+  return {
+    async create(req: Req<'create'>, caller: string): Promise<Res<'create'>> {
+      const invited = [...new Set(req.members.filter((m) => m !== caller))];
+      if (req.direct && invited.length !== 1) {
+        throw new ParleyError('INVALID_ARGUMENT', 'a direct room has exactly one other member');
+      }
+      await deps.participants.require(caller);
+      for (const m of invited) await deps.participants.require(m);
+      const id = newId('room');
+      const partition = partitionOf(id, deps.partitions);
+      const policy = RoomPolicy.parse(req.policy ?? {});
+      const created: RoomChange = { change: 'created', by: caller, title: req.title };
+      const { seq: createdSeq } = await appendEntry(
+        js,
+        { id, partition },
+        systemEntry(id, caller, 'room', created),
+      );
+      const now = new Date().toISOString();
+      const record: RoomRecord = {
+        id,
+        title: req.title,
+        owner: caller,
+        direct: req.direct,
+        policy,
+        closed: false,
+        paused: false,
+        createdAt: now,
+        createdSeq,
+        partition,
+        members: {},
+        left: [],
+        lastSeq: createdSeq,
+      };
+      // Members join by events in the log, in order: the owner first.
+      for (const [member, role] of [
+        [caller, 'owner'] as const,
+        ...invited.map((m) => [m, 'member'] as const),
+      ]) {
+        const change: MembershipChange = { change: 'joined', member, role, delivery: 'all', by: caller };
+        const { seq } = await appendEntry(
+          js,
+          { id, partition },
+          systemEntry(id, caller, 'membership', change, { mentions: [member] }),
+        );
+        record.members[member] = {
+          role,
+          delivery: 'all',
+          joinedSeq: seq,
+          joinedAt: now,
+          ...(member !== caller ? { invitedBy: caller } : {}),
+        };
+        record.lastSeq = seq;
+      }
+      await createEntry(kv, keys.room(id), record);
+      for (const [member, m] of Object.entries(record.members)) {
+        await kv.put(keys.member(member, id), JSON.stringify({ role: m.role, joinedSeq: m.joinedSeq }));
+      }
+      await publishEvent(js, 'rooms', 'created', {
+        actor: caller,
+        subject: id,
+        data: { title: req.title },
+      }).catch((err) => deps.log.warn({ err }, 'event not published'));
+      return toRoom(record);
+    },
+
+    async get(req: Req<'get'>, caller: string): Promise<Room> {
+      const r = await load(req.room);
+      requireMember(r, caller);
+      return toRoom(r);
+    },
+
+    async list(req: Req<'list'>, caller: string): Promise<Res<'list'>> {
+      const prefix = `member.${caller}.`;
+      const ids: string[] = [];
+      for await (const k of await kv.keys(keys.memberPrefix(caller))) ids.push(k.slice(prefix.length));
+      ids.sort();
+      const start = req.cursor ? ids.findIndex((id) => id > (req.cursor as string)) : 0;
+      const rooms: Res<'list'>['rooms'] = [];
+      let i = start < 0 ? ids.length : start;
+      for (; i < ids.length && rooms.length < req.limit; i++) {
+        const e = await readEntry<RoomRecord>(kv, keys.room(ids[i] as string));
+        const r = e?.value;
+        const m = r?.members[caller];
+        if (!r || !m || (r.closed && !req.includeClosed)) continue;
+        rooms.push({
+          id: r.id,
+          title: r.title,
+          owner: r.owner,
+          role: m.role,
+          direct: r.direct,
+          closed: r.closed,
+          memberCount: Object.keys(r.members).length,
+          createdAt: r.createdAt,
+        });
+      }
+      const last = rooms.at(-1);
+      return { rooms, ...(i < ids.length && last ? { next: last.id } : {}) };
+    },
+
+    async invite(req: Req<'invite'>, caller: string): Promise<RoomMember> {
+      const r = await load(req.room);
+      const me = requireMember(r, caller);
+      requireOpen(r);
+      if (r.policy.whoMayInvite === 'owner' && r.owner !== caller) {
+        throw new ParleyError('PERMISSION_DENIED', 'only the room owner may invite to this room');
+      }
+      if (me.role === 'observer') throw new ParleyError('PERMISSION_DENIED', 'observers may not invite');
+      if (r.direct) throw new ParleyError('PERMISSION_DENIED', 'a direct room has exactly two members');
+      const existing = r.members[req.participant];
+      if (existing) return toRoomMember(req.participant, existing);
+      await deps.participants.require(req.participant);
+      return addMember(r, req.participant, caller, req.role, req.delivery);
+    },
+
+    async join(req: Req<'join'>, caller: string): Promise<RoomMember> {
+      const r = await load(req.room);
+      requireOpen(r);
+      const existing = r.members[caller];
+      if (existing) return toRoomMember(caller, existing);
+      if (!r.left.includes(caller)) {
+        throw new ParleyError(
+          'NOT_A_MEMBER',
+          `${caller} was not a member of room ${r.id}: ask a member to invite you`,
+        );
+      }
+      return addMember(r, caller, caller, 'member', 'all');
+    },
+
+    async leave(req: Req<'leave'>, caller: string): Promise<Res<'leave'>> {
+      const r = await load(req.room);
+      requireMember(r, caller);
+      if (r.owner === caller && !r.closed) {
+        throw new ParleyError('PERMISSION_DENIED', 'the owner cannot leave an open room: close it instead');
+      }
+      return { room: r.id, seq: await dropMember(r, caller, caller, 'left') };
+    },
+
+    async remove(req: Req<'remove'>, caller: string): Promise<Res<'remove'>> {
+      const r = await load(req.room);
+      requireMember(r, caller);
+      requireOwner(r, caller, 'remove members');
+      if (req.participant === r.owner)
+        throw new ParleyError('INVALID_ARGUMENT', 'the owner cannot be removed');
+      return { room: r.id, seq: await dropMember(r, req.participant, caller, 'removed') };
+    },
+
+    async setMember(req: Req<'setMember'>, caller: string): Promise<RoomMember> {
+      const r = await load(req.room);
+      requireMember(r, caller);
+      requireOpen(r);
+      const target = r.members[req.participant];
+      if (!target)
+        throw new ParleyError('NOT_A_MEMBER', `${req.participant} is not a member of room ${r.id}`);
+      if (req.role === undefined && req.delivery === undefined) {
+        throw new ParleyError('INVALID_ARGUMENT', 'give a role or a delivery filter to change');
+      }
+      if (req.role !== undefined) {
+        requireOwner(r, caller, 'change roles');
+        if (req.participant === r.owner)
+          throw new ParleyError('INVALID_ARGUMENT', 'the owner’s role is owner');
+      }
+      if (req.delivery !== undefined && caller !== req.participant && caller !== r.owner) {
+        throw new ParleyError(
+          'PERMISSION_DENIED',
+          'only the member itself or the owner may change its delivery filter',
+        );
+      }
+      const role = req.role ?? target.role;
+      const delivery = req.delivery ?? target.delivery;
+      const { room } = await changeMembership(
+        r,
+        { change: 'updated', member: req.participant, role, delivery, by: caller },
+        (room) => {
+          const m = room.members[req.participant];
+          if (m) {
+            m.role = role;
+            m.delivery = delivery;
+          }
+        },
+      );
+      const m = room.members[req.participant];
+      if (!m) throw new ParleyError('NOT_A_MEMBER', `${req.participant} left meanwhile`);
+      return toRoomMember(req.participant, m);
+    },
+
+    async close(req: Req<'close'>, caller: string): Promise<Room> {
+      const r = await load(req.room);
+      requireMember(r, caller);
+      requireOwner(r, caller, 'close the room');
+      if (r.closed) return toRoom(r);
+      const change: RoomChange = { change: 'closed', by: caller };
+      const { seq } = await appendEntry(js, r, systemEntry(r.id, caller, 'room', change));
+      const room = await updateEntry<RoomRecord>(kv, keys.room(r.id), (current) => {
+        if (!current) return undefined;
+        current.closed = true;
+        current.lastSeq = Math.max(current.lastSeq, seq);
+        return current;
+      });
+      await publishEvent(js, 'rooms', 'closed', { actor: caller, subject: r.id }).catch((err) =>
+        deps.log.warn({ err }, 'event not published'),
+      );
+      return toRoom(room ?? r);
+    },
+
+    async history(req: Req<'history'>, caller: string): Promise<Res<'history'>> {
+      const r = await load(req.room);
+      const me = requireMember(r, caller);
+      const floor = r.policy.history === 'since_joined' ? me.joinedSeq : r.createdSeq;
+      const last = await lastPosition(jsm, r);
+      const visible = (m: RoomMessage) => m.audience !== 'mentions' || m.mentions.includes(caller);
+      const toEntry = (seq: number, data: Uint8Array): HistoryEntry => ({
+        seq,
+        message: RoomMessage.parse(JSON.parse(dec.decode(data))),
+      });
+      if (req.order === 'oldest') {
+        const from = Math.max(floor, (req.after ?? 0) + 1);
+        const to = Math.min(last, (req.before ?? Number.MAX_SAFE_INTEGER) - 1);
+        if (from > to) return { entries: [], more: false };
+        const entries: HistoryEntry[] = [];
+        let cursor = from;
+        let more = false;
+        // Private notices to others are skipped, so read until the page is full.
+        while (entries.length < req.limit && cursor <= to) {
+          const page = await readLog(js, r, { from: cursor, to, limit: req.limit - entries.length });
+          for (const m of page.entries) {
+            const e = toEntry(m.seq, m.data);
+            if (visible(e.message)) entries.push(e);
+            cursor = m.seq + 1;
+          }
+          more = page.more;
+          if (!page.more) break;
+        }
+        return { entries, more };
+      }
+      // Newest first: read windows backwards from `before`, growing them until the page is full.
+      const to = Math.min(last, (req.before ?? Number.MAX_SAFE_INTEGER) - 1);
+      const lo = Math.max(floor, (req.after ?? 0) + 1);
+      if (lo > to) return { entries: [], more: false };
+      let window = Math.max(req.limit * 8, 256);
+      for (;;) {
+        const from = Math.max(lo, to - window + 1);
+        const collected: HistoryEntry[] = [];
+        let cursor = from;
+        for (;;) {
+          const page = await readLog(js, r, { from: cursor, to, limit: 256 });
+          for (const m of page.entries) {
+            const e = toEntry(m.seq, m.data);
+            if (visible(e.message)) collected.push(e);
+            cursor = m.seq + 1;
+          }
+          if (!page.more) break;
+        }
+        // One entry beyond the page tells whether there is more.
+        if (collected.length > req.limit || from === lo) {
+          return { entries: collected.slice(-req.limit).reverse(), more: collected.length > req.limit };
+        }
+        window *= 4;
+      }
+    },
+  };
+}
+
+export type ControlPlane = ReturnType<typeof createControlPlane>;

@@ -1,0 +1,125 @@
+/**
+ * The message ingress: request/reply on `parley.in.<id>.send`, any number of replicas in one queue
+ * group. A message is validated, checked against the room, stamped (sender, time, hop, trace) and
+ * appended to the room log with `Nats-Msg-Id = <sender>:<clientMsgId>`, so a client's retry is
+ * de-duplicated; the reply `{ id, roomSeq }` goes out only after JetStream stored it.
+ */
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { Msg } from '@nats-io/transport-node';
+import {
+  callerOf,
+  decodeJson,
+  encodeJson,
+  headerNames,
+  isParticipantId,
+  newId,
+  ParleyError,
+  type RoomMessage,
+  SendRequest,
+  streams,
+} from '@parley/contracts';
+import type { Logger } from '@parley/kit';
+import { type MicroService, respondError, toParleyError } from '@parley/kit';
+import type { RoomCache } from './room-cache.js';
+import { entryHeaders, senderOf } from './room-log.js';
+import type { RoomRecord } from './room-store.js';
+
+/** What the ingress needs. */
+export interface IngressDeps {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  rooms: RoomCache;
+  log: Logger;
+  maxMessageBytes: number;
+  hopLimit: number;
+}
+
+const dec = new TextDecoder();
+const TRACEPARENT = /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/;
+
+/** Serves `parley.in.*.send` on `micro`. */
+export function serveIngress(micro: MicroService, deps: IngressDeps): void {
+  const endpoint = micro.endpoint({ name: 'send', subject: 'parley.in.*.send', queue: 'rooms-ingress' });
+  const log = deps.log.child({ component: 'ingress' });
+
+  async function room(roomId: string, sender: string): Promise<RoomRecord> {
+    let r = await deps.rooms.get(roomId);
+    // A refusal is confirmed against the bucket: the watch may be a moment behind.
+    if (!r?.members[sender] || r.closed) r = await deps.rooms.get(roomId, true);
+    if (!r) throw new ParleyError('NOT_FOUND', `room ${roomId} does not exist`);
+    const m = r.members[sender];
+    if (!m) throw new ParleyError('NOT_A_MEMBER', `${sender} is not a member of room ${roomId}`);
+    if (r.closed) throw new ParleyError('ROOM_CLOSED', `room ${roomId} is closed`);
+    if (m.role === 'observer')
+      throw new ParleyError('NOT_A_MEMBER', 'observers read a room but do not send to it');
+    return r;
+  }
+
+  async function handle(msg: Msg): Promise<string | undefined> {
+    try {
+      const sender = callerOf(msg.subject);
+      if (!isParticipantId(sender))
+        throw new ParleyError('UNAUTHENTICATED', `${sender} is not a participant`);
+      const req = decodeJson(SendRequest, msg.data, { maxBytes: deps.maxMessageBytes, what: 'message' });
+      if (req.hop > deps.hopLimit) {
+        throw new ParleyError('HOP_LIMIT', `hop ${req.hop} exceeds the limit of ${deps.hopLimit}`, {
+          details: { hop: req.hop, limit: deps.hopLimit },
+        });
+      }
+      const r = await room(req.room, sender);
+      const traceparent = msg.headers?.get(headerNames.traceparent);
+      const tracestate = msg.headers?.get(headerNames.tracestate);
+      const message: RoomMessage = {
+        id: newId('message'),
+        room: r.id,
+        sender: senderOf(sender),
+        kind: req.kind,
+        parts: req.parts,
+        mentions: req.mentions,
+        hop: req.hop,
+        clientMsgId: req.clientMsgId,
+        sentAt: new Date().toISOString(),
+        ...(req.replyTo ? { replyTo: req.replyTo } : {}),
+        ...(req.causedBy ? { causedBy: req.causedBy } : {}),
+        ...(req.task ? { task: req.task } : {}),
+        ...(req.provenance ? { provenance: req.provenance } : {}),
+        ...(req.metadata ? { metadata: req.metadata } : {}),
+        ...(traceparent && TRACEPARENT.test(traceparent)
+          ? { trace: { traceparent, ...(tracestate ? { tracestate } : {}) } }
+          : {}),
+      };
+      const ack = await deps.js
+        .publish(`parley.room.${r.partition}.${r.id}`, encodeJson(message), {
+          msgID: `${sender}:${req.clientMsgId}`,
+          headers: entryHeaders(message),
+        })
+        .catch((err: unknown) => {
+          // Not stored (JetStream unavailable, timeout): the client retries with the same id.
+          throw new ParleyError(
+            'UNAVAILABLE',
+            `the room log did not accept the message: ${(err as Error).message}`,
+            {
+              cause: err,
+              retryAfterMs: 250,
+            },
+          );
+        });
+      let id = message.id;
+      if (ack.duplicate) {
+        // A retry: answer with the id of the message stored the first time.
+        const stored = await deps.jsm.direct.getMessage(streams.rooms, { seq: ack.seq });
+        id = stored ? (JSON.parse(dec.decode(stored.data)) as RoomMessage).id : id;
+      }
+      msg.respond(
+        encodeJson(ack.duplicate ? { id, roomSeq: ack.seq, duplicate: true } : { id, roomSeq: ack.seq }),
+      );
+      return undefined;
+    } catch (err) {
+      const e = toParleyError(err, log);
+      respondError(msg, e);
+      return `${e.code}: ${e.message}`;
+    }
+  }
+
+  micro.subscribe('parley.in.*.send', 'rooms-ingress', (msg) => endpoint.run(() => handle(msg)));
+}

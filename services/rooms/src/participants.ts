@@ -1,0 +1,35 @@
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { isParticipantId, ParleyError, streams } from '@parley/contracts';
+
+/**
+ * Whether a participant exists. Every registered human and agent has an inbox consumer (created by
+ * the registry at registration, deleted at deregistration), and a participant without one could not
+ * receive anything anyway: so the consumer is the test, and the rooms service needs no registry call.
+ */
+export function createParticipantDirectory(jsm: JetStreamManager) {
+  const known = new Set<string>();
+  return {
+    /** Throws NOT_FOUND unless `id` is a registered participant. */
+    async require(id: string): Promise<void> {
+      if (known.has(id)) return;
+      if (!isParticipantId(id)) throw new ParleyError('INVALID_ARGUMENT', `${id} is not a participant id`);
+      try {
+        await jsm.consumers.info(streams.inbox, id);
+        known.add(id);
+      } catch (err) {
+        if (/consumer not found/i.test((err as Error).message)) {
+          throw new ParleyError('NOT_FOUND', `participant ${id} does not exist`, {
+            details: { participant: id },
+          });
+        }
+        throw err;
+      }
+    },
+    /** Drops a participant from the cache (deregistered). */
+    forget(id: string): void {
+      known.delete(id);
+    },
+  };
+}
+
+export type ParticipantDirectory = ReturnType<typeof createParticipantDirectory>;

@@ -1,0 +1,126 @@
+/** Appending to and reading from the room log (stream PARLEY_ROOMS). */
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { type MsgHdrs, headers as natsHeaders } from '@nats-io/transport-node';
+import {
+  encodeJson,
+  headerNames,
+  newId,
+  participantKind,
+  type RoomMessage,
+  streams,
+  subjects,
+} from '@parley/contracts';
+
+/** Where a room's log lives. */
+export interface RoomLocation {
+  id: string;
+  partition: number;
+}
+
+/** Routing headers of a log entry, so the fan-out never parses ordinary messages. */
+export function entryHeaders(message: RoomMessage, h: MsgHdrs = natsHeaders()): MsgHdrs {
+  h.set(headerNames.kind, message.kind);
+  h.set(headerNames.sender, message.sender.id);
+  h.set(headerNames.messageId, message.id);
+  if (message.mentions.length) h.set(headerNames.mentions, message.mentions.join(','));
+  if (message.audience === 'mentions') h.set(headerNames.audience, 'mentions');
+  if (message.trace) {
+    h.set(headerNames.traceparent, message.trace.traceparent);
+    if (message.trace.tracestate) h.set(headerNames.tracestate, message.trace.tracestate);
+  }
+  return h;
+}
+
+/** The sender record of a principal id. */
+export function senderOf(id: string): RoomMessage['sender'] {
+  return { id, kind: participantKind(id) ?? 'service' };
+}
+
+/** Builds a Parley-written entry (membership, room change, notice). */
+export function systemEntry(
+  room: string,
+  actor: string,
+  kind: 'membership' | 'room' | 'system',
+  data: Record<string, unknown>,
+  extra: Partial<RoomMessage> = {},
+): RoomMessage {
+  return {
+    id: newId('message'),
+    room,
+    sender: senderOf(actor),
+    kind,
+    parts: [{ type: 'data', data }],
+    mentions: [],
+    hop: 0,
+    sentAt: new Date().toISOString(),
+    ...extra,
+  };
+}
+
+/** Appends an entry; resolves with its log position. */
+export async function appendEntry(
+  js: JetStreamClient,
+  room: RoomLocation,
+  message: RoomMessage,
+  msgId: string = message.id,
+): Promise<{ seq: number; duplicate: boolean }> {
+  const ack = await js.publish(subjects.room(room.partition, room.id), encodeJson(message), {
+    msgID: msgId,
+    headers: entryHeaders(message),
+  });
+  return { seq: ack.seq, duplicate: ack.duplicate };
+}
+
+/**
+ * Reads a room's log entries with positions in [from, to], oldest first, at most `limit`, through an
+ * ordered consumer filtered on the room's subject (the server skips other rooms' entries).
+ */
+export async function readLog(
+  js: JetStreamClient,
+  room: RoomLocation,
+  range: { from: number; to?: number; limit: number },
+): Promise<{ entries: JsMsg[]; more: boolean }> {
+  const consumer = await js.consumers.get(streams.rooms, {
+    filter_subjects: subjects.room(room.partition, room.id),
+    deliver_policy: DeliverPolicy.StartSequence,
+    opt_start_seq: Math.max(1, range.from),
+  });
+  const entries: JsMsg[] = [];
+  let more = false;
+  try {
+    for (;;) {
+      const batch = await consumer.fetch({ max_messages: Math.min(range.limit + 1, 256), expires: 2000 });
+      let got = 0;
+      let exhausted = false;
+      for await (const m of batch) {
+        got++;
+        if (range.to !== undefined && m.seq > range.to) {
+          exhausted = true;
+          break;
+        }
+        if (entries.length === range.limit) {
+          more = true;
+          exhausted = true;
+          break;
+        }
+        entries.push(m);
+        if (m.info.pending === 0) {
+          exhausted = true;
+          break;
+        }
+      }
+      if (exhausted || got === 0) break;
+    }
+  } finally {
+    await consumer.delete().catch(() => undefined);
+  }
+  return { entries, more };
+}
+
+/** The log position of a room's newest entry, or 0. */
+export async function lastPosition(jsm: JetStreamManager, room: RoomLocation): Promise<number> {
+  const m = await jsm.direct.getMessage(streams.rooms, {
+    last_by_subj: subjects.room(room.partition, room.id),
+  });
+  return m?.seq ?? 0;
+}
