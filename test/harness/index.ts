@@ -37,6 +37,8 @@ export interface StartServerOptions {
   operator?: boolean;
   /** Number of nodes: 1, or 3 for a JetStream cluster. @default 1 */
   nodes?: 1 | 3;
+  /** Operator-mode keys to use (e.g. a standalone home's) instead of generating new ones. */
+  keys?: KeyMaterial;
 }
 
 /** Operator-mode keys and creds minting of a test server. */
@@ -96,8 +98,8 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
 
   let operator: TestOperator | undefined;
   let operatorConfig: NatsServerConfig['operator'];
-  if (options.operator) {
-    const keys = createKeyMaterial('parley-test');
+  if (options.operator || options.keys) {
+    const keys = options.keys ?? createKeyMaterial('parley-test');
     const jwts = await signServerJwts(keys);
     const pub = publicKeys(keys);
     const operatorJwtPath = join(dir, 'operator.jwt');

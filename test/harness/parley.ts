@@ -8,7 +8,8 @@ import { mintParticipantCreds, mintServiceCreds, publicKeys } from '@parley/gove
 import { ensureInboxConsumer, type Logger, silentLogger } from '@parley/kit';
 import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';
-import { freePort, type Standalone, startStandalone } from '@parley/standalone';
+import { freePort, openHome, type Standalone, startStandalone } from '@parley/standalone';
+import { startServer, type TestServer } from './index.js';
 
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
 export interface TestParley extends Standalone {
@@ -21,6 +22,8 @@ export interface TestParley extends Standalone {
   connect(creds: string, options?: Omit<AgentOptions, 'creds' | 'servers'>): Promise<Agent>;
   /** Creds of a Parley service (full access), for inspecting streams in tests. */
   serviceCreds(name?: string): Promise<string>;
+  /** The 3-node cluster the services run against (cluster mode only): kill -9 and restart nodes. */
+  cluster?: TestServer;
   /** Stops everything and removes the home directory. */
   destroy(): Promise<void>;
 }
@@ -30,26 +33,46 @@ export interface StartParleyOptions {
   backbone?: BackboneOptions;
   rooms?: Partial<RoomsConfig>;
   log?: Logger;
+  /**
+   * 3: run the services against a 3-node JetStream cluster in operator mode, with R3 streams and
+   * buckets and R1 inbox consumers (unless `backbone` says otherwise). @default PARLEY_TEST_NODES, else 1
+   */
+  nodes?: 1 | 3;
+}
+
+/** The cluster size `pnpm test:cluster` asks for (PARLEY_TEST_NODES=3). */
+export function testNodes(): 1 | 3 {
+  return process.env.PARLEY_TEST_NODES === '3' ? 3 : 1;
 }
 
 /** Starts the standalone backbone on free ports in a temporary home. */
 export async function startParley(options: StartParleyOptions = {}): Promise<TestParley> {
   const home = await mkdtemp(join(tmpdir(), 'parley-home-'));
   let parley: Standalone | undefined;
+  let cluster: TestServer | undefined;
+  const nodes = options.nodes ?? testNodes();
+  const backbone: BackboneOptions | undefined =
+    nodes === 3 ? { replicas: 3, inboxConsumerReplicas: 1, ...options.backbone } : options.backbone;
   try {
+    if (nodes === 3) {
+      // The cluster runs with the home's keys, so the services' and participants' creds are valid there.
+      cluster = await startServer({ nodes: 3, keys: (await openHome(home)).keys });
+    }
     parley = await startStandalone({
       home,
       natsPort: await freePort(),
       httpPort: await freePort(),
       log: options.log ?? silentLogger(),
-      ...(options.backbone ? { backbone: options.backbone } : {}),
+      ...(backbone ? { backbone } : {}),
       ...(options.rooms ? { rooms: options.rooms } : {}),
+      ...(cluster ? { natsServers: cluster.urls } : {}),
     });
     const running = parley;
     const keys = running.home.keys;
     const serviceCreds = async (name = 'test') => (await mintServiceCreds(keys, name)).creds;
+    const servers = running.natsUrl.split(',');
     const admin = await natsConnect({
-      servers: running.natsUrl,
+      servers,
       authenticator: credsAuthenticator(new TextEncoder().encode(await serviceCreds())),
       noAsyncTraces: true,
     });
@@ -57,10 +80,11 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     const agents: Agent[] = [];
     return {
       ...running,
+      ...(cluster ? { cluster } : {}),
       serviceCreds,
       async participant(kind = 'agent') {
         const id = newId(kind);
-        await ensureInboxConsumer(jsm, id, options.backbone ?? {});
+        await ensureInboxConsumer(jsm, id, backbone ?? {});
         const { creds } = await mintParticipantCreds(
           keys.participantSigningSeed,
           publicKeys(keys).account,
@@ -69,7 +93,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         return { id, creds };
       },
       async connect(creds, opts = {}) {
-        const agent = await connect({ ...opts, servers: running.natsUrl, creds });
+        const agent = await connect({ ...opts, servers, creds });
         agents.push(agent);
         return agent;
       },
@@ -77,11 +101,13 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         await Promise.allSettled(agents.map((a) => a.close()));
         await admin.close();
         await running.stop();
+        await cluster?.stop();
         await rm(home, { recursive: true, force: true });
       },
     };
   } catch (err) {
     await parley?.stop();
+    await cluster?.stop();
     await rm(home, { recursive: true, force: true });
     throw err;
   }

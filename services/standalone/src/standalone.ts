@@ -12,6 +12,7 @@ import {
   ensureBackbone,
   type Logger,
   type ParleyService,
+  serverList,
 } from '@parley/kit';
 import { createRegistryService } from '@parley/registry';
 import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
@@ -40,6 +41,11 @@ export interface StandaloneOptions {
   backbone?: BackboneOptions;
   /** Rooms service settings (partitions and lease TTL follow `backbone` unless given). */
   rooms?: Partial<RoomsConfig>;
+  /**
+   * NATS servers to use instead of starting nats-server (a test's 3-node cluster). They must run in
+   * operator mode with this home's keys; `natsPort` and `natsServerBin` are then unused.
+   */
+  natsServers?: string[];
 }
 
 /** A running backbone. */
@@ -47,7 +53,8 @@ export interface Standalone {
   natsUrl: string;
   httpUrl: string;
   home: Home;
-  nats: NatsServerProcess;
+  /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
+  nats: NatsServerProcess | undefined;
   services: ParleyService[];
   /** Stops services, drains connections, stops nats-server. */
   stop(): Promise<void>;
@@ -61,6 +68,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     [o.natsPort, '--nats-port'],
     [o.httpPort, '--http-port'],
   ] as const) {
+    if (o.natsServers && flag === '--nats-port') continue;
     try {
       await checkPortFree(port, host);
     } catch (err) {
@@ -72,8 +80,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       );
     }
   }
-  const bin = o.natsServerBin ?? (await findNatsServer());
-  if (!bin) {
+  const bin = o.natsServers ? undefined : (o.natsServerBin ?? (await findNatsServer()));
+  if (!bin && !o.natsServers) {
     throw new StartupError(
       'nats-server was not found on PATH (or NATS_SERVER_BIN). On Debian/Ubuntu: sudo apt-get install -y nats-server; elsewhere: https://docs.nats.io/running-a-nats-service/introduction/installation',
     );
@@ -83,24 +91,26 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const jwts = await signServerJwts(keys);
   const pub = publicKeys(keys);
   await writeFile(paths.operatorJwt, jwts.operator);
-  const nats = await startNatsServer({
-    bin,
-    configPath: paths.natsConfig,
-    logPath: paths.natsLog,
-    config: {
-      serverName: 'parley-local',
-      host,
-      port: o.natsPort,
-      storeDir: paths.jetstream,
-      operator: {
-        operatorJwtPath: paths.operatorJwt,
-        systemAccount: pub.systemAccount,
-        resolverDir: paths.resolver,
-        preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
-      },
-    },
-  });
-  const natsUrl = nats.url;
+  const nats = !bin
+    ? undefined
+    : await startNatsServer({
+        bin,
+        configPath: paths.natsConfig,
+        logPath: paths.natsLog,
+        config: {
+          serverName: 'parley-local',
+          host,
+          port: o.natsPort,
+          storeDir: paths.jetstream,
+          operator: {
+            operatorJwtPath: paths.operatorJwt,
+            systemAccount: pub.systemAccount,
+            resolverDir: paths.resolver,
+            preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
+          },
+        },
+      });
+  const natsUrl = nats?.url ?? (o.natsServers ?? []).join(',');
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
@@ -110,14 +120,14 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       await s.stop().catch((err) => log.warn({ err }, 'service stop failed'));
     await Promise.allSettled(connections.map((nc) => nc.drain()));
     await http?.close();
-    await nats.stop();
+    await nats?.stop();
   };
 
   try {
     const connectAs = async (name: string) => {
       const creds = await mintServiceCreds(keys, name);
       const nc = await connectNats({
-        servers: natsUrl,
+        servers: serverList(natsUrl),
         name: `parley-${name}`,
         principal: serviceId(name),
         creds: new TextEncoder().encode(creds.creds),
@@ -157,7 +167,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     http = createHealthServer({
       log,
       checks: {
-        nats: () => nats.pid !== undefined && !setup.isClosed(),
+        nats: () => (nats === undefined || nats.pid !== undefined) && !setup.isClosed(),
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
       },
     });
