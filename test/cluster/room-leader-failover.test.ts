@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { streams } from '@parley/contracts';
-import type { Delivery, SendReply } from '@parley/sdk';
+import { type SendReply, streams } from '@parley/contracts';
+import type { Delivery } from '@parley/sdk';
 import { startParley, type TestParley, type TestServer, waitFor } from '@parley/test/harness';
 
 const TOTAL = 240;
