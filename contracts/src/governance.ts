@@ -11,7 +11,7 @@ import {
   ToolCallId,
   UserId,
 } from './ids.js';
-import { IssuedCredentials } from './registry.js';
+import { IssuedCredentials, ParticipantStatus } from './registry.js';
 import { named } from './registry-of-schemas.js';
 
 /** A scope: `tool:<name>` for a tool call, or any `domain:resource:action` string. */
@@ -50,12 +50,65 @@ export const UsageReport = named(
 );
 export type UsageReport = z.input<typeof UsageReport>;
 
+/**
+ * A participant's standing, in KV bucket `parley_policy` under `participant.<id>` (absent = active).
+ * Written by governance; every rooms ingress watches it and refuses a suspended or revoked sender.
+ */
+export const ParticipantPolicy = named(
+  'ParticipantPolicy',
+  z.object({
+    status: ParticipantStatus,
+    reason: z.string().max(500),
+    at: z.iso.datetime(),
+    by: PrincipalId.describe('Who decided.'),
+  }),
+);
+export type ParticipantPolicy = z.infer<typeof ParticipantPolicy>;
+
+/** Keys of the `parley_policy` bucket. */
+export const policyKeys = {
+  /** {@link ParticipantPolicy} of a participant. */
+  participant: (participantId: string) => `participant.${participantId}`,
+  /** The NATS user keys issued to a participant ({@link CredentialRecord}). */
+  creds: (participantId: string) => `creds.${participantId}`,
+  /** A revoked NATS user key (its value: {@link RevokedUserKey}); all of them make the account JWT's revocations. */
+  revokedUser: (userPublicKey: string) => `revoked.${userPublicKey}`,
+} as const;
+
+/** The NATS user keys issued to one participant (`parley_policy`, `creds.<id>`). */
+export const CredentialRecord = named(
+  'CredentialRecord',
+  z.object({
+    participant: ParticipantId,
+    keys: z.array(
+      z.object({
+        userPublicKey: z.string(),
+        issuedAt: z.iso.datetime(),
+        revokedAt: z.iso.datetime().optional(),
+      }),
+    ),
+  }),
+);
+export type CredentialRecord = z.infer<typeof CredentialRecord>;
+
+/** A revoked NATS user key (`parley_policy`, `revoked.<userPublicKey>`). */
+export const RevokedUserKey = named(
+  'RevokedUserKey',
+  z.object({
+    participant: ParticipantId,
+    at: z.int().min(0).describe('Unix seconds: user JWTs of this key issued at or before it are refused.'),
+    reason: z.enum(['rotated', 'revoked']),
+  }),
+);
+export type RevokedUserKey = z.infer<typeof RevokedUserKey>;
+
 /** The governance service's API. */
 export const governanceApi = {
   issueCredentials: defineApi({
     service: 'governance',
     method: 'issueCredentials',
-    summary: 'Mint NATS user credentials for a participant (services only).',
+    summary:
+      'Mint NATS user credentials for a participant (services only); refused with REVOKED for a revoked participant.',
     access: 'service',
     request: named('IssueCredentialsRequest', z.object({ participant: ParticipantId })),
     response: IssuedCredentials,
@@ -63,7 +116,8 @@ export const governanceApi = {
   rotateCredentials: defineApi({
     service: 'governance',
     method: 'rotateCredentials',
-    summary: 'Issue new credentials for an agent (its owner or an admin); the old ones stop working.',
+    summary:
+      'Issue new credentials for a participant (an agent’s owner, an admin of its org, a human for itself, or a service); every older credential stops working and its connections are closed.',
     access: 'human',
     request: named('RotateCredentialsRequest', z.object({ participant: ParticipantId })),
     response: IssuedCredentials,
@@ -71,9 +125,13 @@ export const governanceApi = {
   revokeCredentials: defineApi({
     service: 'governance',
     method: 'revokeCredentials',
-    summary: 'Revoke every credential of a participant; its connections are closed.',
+    summary:
+      'Revoke every credential of a participant for good (an agent’s owner, an admin of its org, or a service); its connections are closed and no new credentials are issued.',
     access: 'human',
-    request: named('RevokeCredentialsRequest', z.object({ participant: ParticipantId })),
+    request: named(
+      'RevokeCredentialsRequest',
+      z.object({ participant: ParticipantId, reason: z.string().min(1).max(500).default('revoked') }),
+    ),
     response: named('RevokeCredentialsResponse', z.object({ revoked: z.int().min(0) })),
   }),
   issueToken: defineApi({

@@ -1,4 +1,4 @@
-import { ulid } from 'ulid';
+import { encodeTime, ulid } from 'ulid';
 import * as z from 'zod';
 import { named } from './registry-of-schemas.js';
 
@@ -96,6 +96,34 @@ export type PrincipalId = z.infer<typeof PrincipalId>;
 /** Creates a new id of the given kind: `newId('agent')` → `agt_01J…`. */
 export function newId<K extends IdKind>(kind: K): `${(typeof idPrefixes)[K]}_${string}` {
   return `${idPrefixes[kind]}_${ulid()}`;
+}
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+/**
+ * An id that is the same wherever it is computed from the same `seed` and `time`: replicas that
+ * each notice the same thing (e.g. a participant's presence expiring) publish the same event id,
+ * and JetStream's de-duplication keeps one.
+ */
+export function deterministicId<K extends IdKind>(
+  kind: K,
+  seed: string,
+  time: number,
+): `${(typeof idPrefixes)[K]}_${string}` {
+  let body = '';
+  // 16 Crockford characters (80 bits) from FNV-1a of the seed, salted per 5-character chunk.
+  for (let chunk = 0; chunk < 4; chunk++) {
+    let h = 0x811c9dc5 ^ chunk;
+    for (let i = 0; i < seed.length; i++) {
+      h ^= seed.charCodeAt(i);
+      h = Math.imul(h, 0x01000193) >>> 0;
+    }
+    for (let j = 0; j < 4; j++) {
+      body += CROCKFORD[h & 31];
+      h >>>= 5;
+    }
+  }
+  return `${idPrefixes[kind]}_${encodeTime(Math.max(0, Math.floor(time)), 10)}${body}`;
 }
 
 /** The kind of participant an id names, or undefined when it names none. */

@@ -99,6 +99,10 @@ export const AgentCard = named(
 export type AgentCard = z.infer<typeof AgentCard>;
 export type AgentCardInput = z.input<typeof AgentCard>;
 
+/** Whether a participant may act: `parley_policy` key `participant.<id>` (absent = active). */
+export const ParticipantStatus = named('ParticipantStatus', z.enum(['active', 'suspended', 'revoked']));
+export type ParticipantStatus = z.infer<typeof ParticipantStatus>;
+
 /** An agent as the registry keeps it. */
 export const Agent = named(
   'Agent',
@@ -107,8 +111,11 @@ export const Agent = named(
     owner: UserId,
     org: OrgId,
     card: AgentCard,
-    revision: z.int().min(1).describe('Compare-and-set revision for updates.'),
-    status: z.enum(['active', 'suspended', 'revoked']),
+    revision: z
+      .int()
+      .min(1)
+      .describe('Compare-and-set revision for updates (the KV revision of the record).'),
+    status: ParticipantStatus.describe('From governance (parley_policy); revoked agents cannot connect.'),
     createdAt: z.iso.datetime(),
     updatedAt: z.iso.datetime(),
   }),
@@ -119,11 +126,15 @@ export type Agent = z.infer<typeof Agent>;
 export const PresenceState = named('PresenceState', z.enum(['online', 'offline', 'busy', 'needs_input']));
 export type PresenceState = z.infer<typeof PresenceState>;
 
-/** A heartbeat, sent to `parley.in.<id>.presence`. */
+/**
+ * A heartbeat, sent to `parley.in.<id>.presence` (the SDK sends one every 10 s while connected and
+ * one at each change; `offline` when it closes). A participant whose heartbeats stop turns
+ * `offline` after the presence TTL.
+ */
 export const PresenceHeartbeat = named(
   'PresenceHeartbeat',
   z.object({
-    state: PresenceState.exclude(['offline']).default('online'),
+    state: PresenceState.default('online'),
     activity: z.string().max(200).optional().describe('e.g. "reviewing PR 42"'),
   }),
 );
@@ -165,6 +176,20 @@ export const WhoAmI = named(
   }),
 );
 export type WhoAmI = z.infer<typeof WhoAmI>;
+
+/** What the registry knows of a participant, for other services' authorization checks. */
+export const ParticipantInfo = named(
+  'ParticipantInfo',
+  z.object({
+    id: ParticipantId,
+    kind: z.enum(['human', 'agent']),
+    name: z.string(),
+    org: OrgId,
+    owner: UserId.optional().describe('Agents: the human who owns it.'),
+    role: HumanRole.optional().describe('Humans: their role in the org.'),
+  }),
+);
+export type ParticipantInfo = z.infer<typeof ParticipantInfo>;
 
 /** An entry of a discovery result or inventory listing. */
 export const AgentListing = named('AgentListing', z.object({ agent: Agent, presence: Presence }));
@@ -287,7 +312,11 @@ export const registryApi = {
       z.object({
         skill: z.string().max(100).optional(),
         tag: z.string().max(50).optional(),
-        text: z.string().max(200).optional(),
+        text: z
+          .string()
+          .max(200)
+          .optional()
+          .describe('Words matched (by prefix) in name, description and skills.'),
         runtime: RuntimeKind.optional(),
         owner: UserId.optional(),
         org: OrgId.optional(),
@@ -295,6 +324,15 @@ export const registryApi = {
       }),
     ),
     response: named('DiscoverResponse', z.object({ agents: z.array(AgentListing), next: Cursor.optional() })),
+  }),
+  checkManage: defineApi({
+    service: 'registry',
+    method: 'checkManage',
+    summary:
+      'Services only: may `actor` manage `participant` (rotate or revoke its credentials)? The owner, an admin of its org, the superadmin and services may; a human may manage itself. Refusals are NOT_FOUND when the actor may not even see it, else PERMISSION_DENIED.',
+    access: 'service',
+    request: named('CheckManageRequest', z.object({ actor: PrincipalId, participant: ParticipantId })),
+    response: ParticipantInfo,
   }),
   presence: defineApi({
     service: 'registry',

@@ -11,11 +11,15 @@ export const streams = {
 } as const;
 
 /**
- * The JetStream advisory published when a delivery exceeded its consumer's max deliveries. Kept in
- * PARLEY_ADVISORIES, so a dead letter is recorded even when no rooms replica was up at that moment.
+ * The JetStream advisories that make a dead letter: a delivery went past its consumer's max
+ * deliveries (the recipient kept crashing or timing out), or the recipient's SDK terminated it
+ * after its last allowed attempt failed. Kept in PARLEY_ADVISORIES, so a dead letter is recorded
+ * even when no rooms replica was up at that moment.
  */
-export const maxDeliveriesAdvisory = (consumer = '*') =>
-  `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${streams.inbox}.${consumer}`;
+export const deadLetterAdvisories = (consumer = '*') => [
+  `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${streams.inbox}.${consumer}`,
+  `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${streams.inbox}.${consumer}`,
+];
 
 /** KV bucket names. */
 export const buckets = {
@@ -163,7 +167,7 @@ export function streamDefinitions(options: BackboneOptions = {}): StreamDefiniti
       ...base,
       name: streams.advisories,
       description: 'JetStream advisories Parley acts on: inbox deliveries past max deliveries (→ DLQ).',
-      subjects: [maxDeliveriesAdvisory()],
+      subjects: deadLetterAdvisories(),
       maxAgeMs: o.dlqMaxAgeMs,
     },
     {

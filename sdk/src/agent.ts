@@ -18,6 +18,8 @@ import {
   type DeliveryOptions,
   DeliveryEngine as Engine,
 } from './delivery.js';
+import { Directory } from './directory.js';
+import { PresenceReporter } from './presence.js';
 import { Rooms } from './rooms.js';
 
 /** Options of {@link Agent.call}. */
@@ -41,6 +43,10 @@ export class Agent {
   readonly id: string;
   /** The underlying NATS connection. */
   readonly nc: NatsConnection;
+  /** Discovery, cards and the inventory (registry). */
+  readonly directory: Directory;
+  /** This participant's presence: `agent.presence.set('busy', 'reviewing PR 42')`. */
+  readonly presence: PresenceReporter;
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
   readonly #deliveryOptions: DeliveryOptions;
@@ -51,6 +57,8 @@ export class Agent {
   constructor(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions } = {}) {
     this.nc = nc;
     this.id = id;
+    this.directory = new Directory(this);
+    this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
     this.#deliveryOptions = options.delivery ?? {};
   }
@@ -123,6 +131,7 @@ export class Agent {
 
   /** Stops handling deliveries (running handlers finish and ack), then drains the connection. */
   async close(): Promise<void> {
+    await this.presence.stop();
     await this.#engine?.close();
     if (!this.nc.isClosed()) await this.nc.drain();
   }
@@ -131,5 +140,7 @@ export class Agent {
 /** Connects as the participant in `creds`. */
 export async function connect(options: AgentOptions): Promise<Agent> {
   const { nc, identity } = await connectWithCreds(options);
-  return new Agent(nc, identity.id, options.delivery ? { delivery: options.delivery } : {});
+  const agent = new Agent(nc, identity.id, options.delivery ? { delivery: options.delivery } : {});
+  if (options.presence !== false) await agent.presence.start(options.presence ?? {});
+  return agent;
 }

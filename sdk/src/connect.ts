@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { decode } from '@nats-io/jwt';
 import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
 import { ParleyError, subjects } from '@parley/contracts';
+import type { PresenceOptions } from './presence.js';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
@@ -11,6 +12,8 @@ export interface ConnectOptions {
   creds: string | Uint8Array;
   /** Connection name in server monitoring. @default parley-sdk:<id> */
   name?: string;
+  /** Presence heartbeats while connected (every 10 s), or `false` for none. @default {} */
+  presence?: false | PresenceOptions;
 }
 
 /** The identity in a creds file: the participant (or service) id is the NATS user's name. */

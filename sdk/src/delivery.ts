@@ -211,6 +211,12 @@ export class DeliveryEngine {
     }
     try {
       const last = this.#lastSeq.get(room) ?? (await this.options.cursorStore?.get(room));
+      if (last !== undefined && roomSeq <= last) {
+        // Handled before (e.g. by this agent before a crash, its ack lost): rooms are in order.
+        m.ack();
+        done();
+        return;
+      }
       if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
       await this.#dispatch({
         message,
@@ -226,8 +232,11 @@ export class DeliveryEngine {
       this.options.onError?.(err);
       unqueue();
       if (m.info.deliveryCount >= this.#maxDeliver) {
-        // Out of attempts: the server dead-letters it and tells the sender; this lane moves on.
+        // Out of attempts: the server sees max deliveries and Parley dead-letters it and tells the
+        // sender (a nak, not a term: nats-server 2.9 publishes no advisory for a term). The lane moves
+        // on, and the message counts as dealt with, so it is not mistaken for a gap to backfill.
         m.nak();
+        this.#lastSeq.set(room, Math.max(this.#lastSeq.get(room) ?? 0, roomSeq));
         return;
       }
       lane.waiting = m.seq;

@@ -1,5 +1,8 @@
 export { isParleyError, ParleyError } from '@parley/contracts';
 export * from './agent.js';
 export * from './connect.js';
+export * from './cursor-store.js';
 export type { CursorStore, Delivery, DeliveryEvent, DeliveryOptions } from './delivery.js';
+export * from './directory.js';
+export * from './presence.js';
 export * from './rooms.js';

@@ -78,8 +78,8 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     });
     const jsm = await jetstreamManager(admin);
     const agents: Agent[] = [];
-    return {
-      ...running,
+    // Delegate to the running backbone (not a copy: `nats` changes when it is restarted).
+    const extra: Omit<TestParley, keyof Standalone> = {
       ...(cluster ? { cluster } : {}),
       serviceCreds,
       async participant(kind = 'agent') {
@@ -105,6 +105,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         await rm(home, { recursive: true, force: true });
       },
     };
+    return Object.assign(Object.create(running) as Standalone, extra);
   } catch (err) {
     await parley?.stop();
     await cluster?.stop();

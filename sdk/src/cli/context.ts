@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { type Agent, connect } from '../agent.js';
+import { type Agent, type AgentOptions, connect } from '../agent.js';
 
 /** Global options shared by every command. */
 export interface GlobalOptions {
@@ -21,7 +21,11 @@ export interface CliContext {
   io: Io;
   env: Record<string, string | undefined>;
   /** Connects as `--as` (default: the local admin), runs `fn`, closes. */
-  withAgent<T>(cmd: Command, fn: (agent: Agent, g: GlobalOptions) => Promise<T>): Promise<T>;
+  withAgent<T>(
+    cmd: Command,
+    fn: (agent: Agent, g: GlobalOptions) => Promise<T>,
+    options?: Omit<AgentOptions, 'creds' | 'servers'>,
+  ): Promise<T>;
   /** Prints `value` as JSON with --json, else `text(value)`. */
   print<T>(cmd: Command, value: T, text: (value: T) => string): void;
 }
@@ -40,7 +44,7 @@ export function createContext(io: Io, env: Record<string, string | undefined>): 
   return {
     io,
     env,
-    async withAgent(cmd, fn) {
+    async withAgent(cmd, fn, options = {}) {
       const g = cmd.optsWithGlobals<GlobalOptions>();
       const creds = g.as ?? defaultCreds(env);
       if (!g.as && !existsSync(creds)) {
@@ -48,7 +52,8 @@ export function createContext(io: Io, env: Record<string, string | undefined>): 
           `no --as given and no local admin creds at ${creds}: start Parley with npm start, or pass --as <file.creds>`,
         );
       }
-      const agent = await connect({ servers: g.server, creds });
+      // A command is not the participant being present: no heartbeats.
+      const agent = await connect({ presence: false, ...options, servers: g.server, creds });
       try {
         return await fn(agent, g);
       } finally {

@@ -8,7 +8,12 @@
 
 import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
+import { registerAgentCommands } from './commands/agent.js';
+import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
+import { registerOrgCommands } from './commands/org.js';
+import { registerRoomCommands } from './commands/rooms.js';
+import { registerUserCommands } from './commands/user.js';
 import { createContext, type Io } from './context.js';
 
 export { defaultCreds, type Io } from './context.js';
@@ -34,6 +39,11 @@ export function buildProgram(
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
   const ctx = createContext(io, env);
   registerIdentityCommands(program, ctx);
+  registerOrgCommands(program, ctx);
+  registerUserCommands(program, ctx);
+  registerAgentCommands(program, ctx);
+  registerDiscoverCommands(program, ctx);
+  registerRoomCommands(program, ctx);
   return program;
 }
 

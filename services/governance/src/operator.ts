@@ -11,20 +11,19 @@
 import {
   createAccount,
   createOperator,
-  createUser,
   decode,
   encodeAccount,
   encodeOperator,
   encodeUser,
   fmtCreds,
-  fromSeed,
+  fromPublic,
   newScopedSigner,
 } from '@nats-io/jwt';
 import { isServiceId, ParleyError, participantPermissionTemplate, serviceId } from '@parley/contracts';
 import * as z from 'zod';
+import { nativeCreateUser, nativeFromSeed } from './native-keys.js';
 
 const dec = new TextDecoder();
-const enc = new TextEncoder();
 
 /** The role name of the participant signing key in the account JWT. */
 export const PARTICIPANT_ROLE = 'participant';
@@ -58,7 +57,8 @@ export function createKeyMaterial(operatorName = 'parley'): KeyMaterial {
   };
 }
 
-const kp = (seed: string) => fromSeed(enc.encode(seed));
+// Native Ed25519 signing: see native-keys.ts for why.
+const kp = (seed: string) => nativeFromSeed(seed);
 const pub = (seed: string) => kp(seed).getPublicKey();
 
 /** Public keys of the material. */
@@ -84,10 +84,61 @@ export async function signServerJwts(m: KeyMaterial): Promise<ServerJwts> {
   const op = kp(m.operatorSeed);
   const keys = publicKeys(m);
   const operator = await encodeOperator(m.operatorName, op, { system_account: keys.systemAccount });
-  const systemAccount = await encodeAccount('SYS', kp(m.systemAccountSeed), {}, { signer: op });
-  const account = await encodeAccount(
+  // Without explicit limits an account JWT allows no connections: the `sys` user that pushes
+  // revocations needs to connect.
+  const systemAccount = await encodeAccount(
+    'SYS',
+    kp(m.systemAccountSeed),
+    {
+      limits: {
+        subs: -1,
+        data: -1,
+        payload: -1,
+        imports: -1,
+        exports: -1,
+        wildcards: true,
+        conn: -1,
+        leaf: -1,
+      },
+    },
+    { signer: op },
+  );
+  const account = await signAccountJwt(accountSigner(m), m.revocations);
+  return { operator, systemAccount, account };
+}
+
+/**
+ * What re-signing the PARLEY account JWT takes: the operator key (or an operator signing key) and
+ * the public parts of the account. Governance holds it to push revocations at runtime.
+ */
+export interface AccountSigner {
+  /** Seed of the operator (or an operator signing key). */
+  operatorSeed: string;
+  accountPublicKey: string;
+  serviceSigningPublicKey: string;
+  participantSigningPublicKey: string;
+}
+
+/** The {@link AccountSigner} of a deployment's key material. */
+export function accountSigner(m: KeyMaterial): AccountSigner {
+  const keys = publicKeys(m);
+  return {
+    operatorSeed: m.operatorSeed,
+    accountPublicKey: keys.account,
+    serviceSigningPublicKey: keys.serviceSigning,
+    participantSigningPublicKey: keys.participantSigning,
+  };
+}
+
+/**
+ * Signs the PARLEY account JWT: JetStream enabled without limits, the unscoped service signing key,
+ * the scoped participant signing key with DESIGN's permission template, and `revocations` (user
+ * public key → unix seconds: user JWTs of that key issued at or before it are refused).
+ */
+export async function signAccountJwt(s: AccountSigner, revocations: Record<string, number>): Promise<string> {
+  return encodeAccount(
     'PARLEY',
-    kp(m.accountSeed),
+    fromPublic(s.accountPublicKey),
     {
       limits: {
         subs: -1,
@@ -104,14 +155,27 @@ export async function signServerJwts(m: KeyMaterial): Promise<ServerJwts> {
         consumer: -1,
       },
       signing_keys: [
-        keys.serviceSigning,
-        newScopedSigner(kp(m.participantSigningSeed), PARTICIPANT_ROLE, participantPermissionTemplate()),
+        s.serviceSigningPublicKey,
+        newScopedSigner(
+          fromPublic(s.participantSigningPublicKey),
+          PARTICIPANT_ROLE,
+          participantPermissionTemplate(),
+        ),
       ],
-      revocations: m.revocations,
+      revocations,
     },
-    { signer: op },
+    { signer: kp(s.operatorSeed) },
   );
-  return { operator, systemAccount, account };
+}
+
+/** The revocations inside an account JWT (empty when there are none or it cannot be read). */
+export function revocationsOf(accountJwt: string): Record<string, number> {
+  try {
+    const claims = decode<{ revocations?: Record<string, number> }>(accountJwt.trim());
+    return { ...(claims.nats.revocations ?? {}) };
+  } catch {
+    return {};
+  }
 }
 
 /** Newly minted credentials. */
@@ -128,7 +192,7 @@ export interface MintedCreds {
  */
 export async function mintServiceCreds(m: KeyMaterial, name: string): Promise<MintedCreds> {
   const id = isServiceId(name) ? name : serviceId(name);
-  const user = createUser();
+  const user = nativeCreateUser();
   const jwt = await encodeUser(id, user, pub(m.accountSeed), {}, { signer: kp(m.serviceSigningSeed) });
   return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
 }
@@ -146,7 +210,7 @@ export async function mintParticipantCreds(
   if (!/^(usr|agt)_[0-9A-Z]{26}$/.test(participantId)) {
     throw new ParleyError('INVALID_ARGUMENT', `not a participant id: ${participantId}`);
   }
-  const user = createUser();
+  const user = nativeCreateUser();
   const jwt = await encodeUser(
     participantId,
     user,
@@ -163,7 +227,7 @@ export async function mintParticipantCreds(
 
 /** Mints the system account user (for pushing account JWT updates to the server). */
 export async function mintSystemCreds(m: KeyMaterial): Promise<MintedCreds> {
-  const user = createUser();
+  const user = nativeCreateUser();
   const jwt = await encodeUser('sys', user, kp(m.systemAccountSeed));
   return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
 }

@@ -7,6 +7,13 @@ export interface EventInput {
   subject?: string;
   data?: Record<string, unknown>;
   traceId?: string;
+  /**
+   * A deterministic id, when several replicas may publish the same event (JetStream keeps one).
+   * @default a new evt_ id
+   */
+  id?: string;
+  /** When it happened. @default now */
+  at?: string;
 }
 
 /** Publishes a control-plane event to `parley.evt.<domain>.<kind>` (stream PARLEY_EVENTS). */
@@ -17,10 +24,10 @@ export async function publishEvent(
   input: EventInput = {},
 ): Promise<ParleyEvent> {
   const event: ParleyEvent = {
-    id: newId('event'),
+    id: input.id ?? newId('event'),
     domain,
     kind,
-    at: new Date().toISOString(),
+    at: input.at ?? new Date().toISOString(),
     data: input.data ?? {},
     ...(input.actor ? { actor: input.actor } : {}),
     ...(input.subject ? { subject: input.subject } : {}),

@@ -3,6 +3,7 @@ export * from './backbone.js';
 export * from './config.js';
 export * from './events.js';
 export * from './http.js';
+export * from './kv.js';
 export * from './logger.js';
 export * from './micro.js';
 export * from './nats.js';

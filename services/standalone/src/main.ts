@@ -4,6 +4,7 @@ import { relative } from 'node:path';
 import { createLogger } from '@parley/kit';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from './config.js';
+import { startDemo } from './demo.js';
 import { StartupError, startStandalone } from './standalone.js';
 
 const port = (flag: string) => (value: string) => {
@@ -67,9 +68,17 @@ out(
   `  admin creds                      ${rel(home.paths.adminCreds)}  (${home.state.admin.id}, org ${home.state.org.id})`,
 );
 out();
+let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
+if (opts.demo) {
+  demo = await startDemo({ natsUrl: standalone.natsUrl, home, jsm: standalone.jsm, out });
+  await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
+  out();
+}
 out('Try, in another terminal:');
 out(`  curl ${standalone.httpUrl}/healthz`);
-out(`  npx parley whoami --as ${rel(home.paths.adminCreds)}`);
+out('  npx parley whoami                       # you are the local admin');
+if (demo) out('  npx parley tail --count 4               # the demo conversation, from your inbox');
+out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
 out();
 out('Ctrl-C stops everything; the next start reuses the keys and data.');
 
@@ -78,6 +87,7 @@ const shutdown = async (signal: string) => {
   if (stopping) return;
   stopping = true;
   out(`\n${signal}: stopping services, draining NATS connections, stopping nats-server…`);
+  await demo?.stop();
   await standalone.stop();
   out('stopped.');
   process.exit(0);

@@ -2,14 +2,25 @@
  * The local backbone: a nats-server child in operator mode, the streams and buckets, every Parley
  * service in this process, and the health endpoint. `npm start` runs it through main.ts.
  */
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type BackboneOptions, serviceId } from '@parley/contracts';
-import { createGovernanceService, mintServiceCreds, publicKeys, signServerJwts } from '@parley/governance';
+import {
+  accountSigner,
+  createGovernanceService,
+  mintServiceCreds,
+  mintSystemCreds,
+  publicKeys,
+  revocationsOf,
+  signServerJwts,
+} from '@parley/governance';
 import {
   connectNats,
   createHealthServer,
   ensureBackbone,
+  ensureInboxConsumer,
   type Logger,
   type ParleyService,
   serverList,
@@ -56,6 +67,13 @@ export interface Standalone {
   /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
   nats: NatsServerProcess | undefined;
   services: ParleyService[];
+  /** A JetStream manager on a service connection (setup work: inboxes, inspection). */
+  jsm: JetStreamManager;
+  /**
+   * Restarts nats-server with the same configuration and data (`kill: true` = SIGKILL, a crash).
+   * Services reconnect by themselves.
+   */
+  restartNats(options?: { kill?: boolean }): Promise<void>;
   /** Stops services, drains connections, stops nats-server. */
   stop(): Promise<void>;
 }
@@ -88,32 +106,35 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   }
   const home = await openHome(o.home);
   const { paths, keys } = home;
-  const jwts = await signServerJwts(keys);
   const pub = publicKeys(keys);
+  const jwts = await signServerJwts({
+    ...keys,
+    revocations: { ...keys.revocations, ...(await pushedRevocations(paths.resolver, pub.account)) },
+  });
   await writeFile(paths.operatorJwt, jwts.operator);
-  const nats = !bin
-    ? undefined
-    : await startNatsServer({
-        bin,
-        configPath: paths.natsConfig,
-        logPath: paths.natsLog,
-        config: {
-          serverName: 'parley-local',
-          host,
-          port: o.natsPort,
-          storeDir: paths.jetstream,
-          operator: {
-            operatorJwtPath: paths.operatorJwt,
-            systemAccount: pub.systemAccount,
-            resolverDir: paths.resolver,
-            preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
-          },
-        },
-      });
+  const natsOptions = {
+    bin: bin ?? '',
+    configPath: paths.natsConfig,
+    logPath: paths.natsLog,
+    config: {
+      serverName: 'parley-local',
+      host,
+      port: o.natsPort,
+      storeDir: paths.jetstream,
+      operator: {
+        operatorJwtPath: paths.operatorJwt,
+        systemAccount: pub.systemAccount,
+        resolverDir: paths.resolver,
+        preload: { [pub.systemAccount]: jwts.systemAccount, [pub.account]: jwts.account },
+      },
+    },
+  };
+  let nats = o.natsServers ? undefined : await startNatsServer(natsOptions);
   const natsUrl = nats?.url ?? (o.natsServers ?? []).join(',');
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
+  let jsm: JetStreamManager | undefined;
 
   const stop = async () => {
     for (const s of [...services].reverse())
@@ -135,11 +156,27 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       connections.push(nc);
       return nc;
     };
+    const connectSystem = async () => {
+      const nc = await connectNats({
+        servers: serverList(natsUrl),
+        name: 'parley-system',
+        creds: new TextEncoder().encode((await mintSystemCreds(keys)).creds),
+      });
+      connections.push(nc);
+      return nc;
+    };
     const setup = await connectAs('standalone');
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
+    jsm = await jetstreamManager(setup);
+    // The local admin takes part like anyone else: it needs an inbox.
+    await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
     log.debug({ report }, 'backbone ready');
 
-    const registry = createRegistryService({ nc: await connectAs('registry'), log });
+    const registry = createRegistryService({
+      nc: await connectAs('registry'),
+      log,
+      ...(o.backbone ? { backbone: o.backbone } : {}),
+    });
     const governance = createGovernanceService({
       nc: await connectAs('governance'),
       log,
@@ -147,6 +184,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         PARLEY_ACCOUNT_PUBLIC_KEY: pub.account,
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
       },
+      // Revocations: governance re-signs the account JWT and pushes it as the system user.
+      accountUpdates: { signer: accountSigner(keys), systemNc: await connectSystem() },
     });
     const rooms = createRoomsService({
       nc: await connectAs('rooms'),
@@ -176,5 +215,32 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     await stop();
     throw err;
   }
-  return { natsUrl, httpUrl: `http://${host}:${o.httpPort}`, home, nats, services, stop };
+  if (!jsm) throw new Error('unreachable: backbone not set up');
+  return {
+    natsUrl,
+    httpUrl: `http://${host}:${o.httpPort}`,
+    home,
+    get nats() {
+      return nats;
+    },
+    services,
+    jsm,
+    async restartNats({ kill = false } = {}) {
+      if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
+      if (kill) await nats.kill9();
+      else await nats.stop();
+      nats = await startNatsServer(natsOptions);
+    },
+    stop,
+  };
+}
+
+/**
+ * The revocations in the account JWT the full resolver kept from the last run. The preload is signed
+ * anew at every start, so it is newer than what was pushed at runtime and would replace it: without
+ * carrying these over, a restart would let revoked creds connect again until governance re-pushes.
+ */
+async function pushedRevocations(resolverDir: string, account: string): Promise<Record<string, number>> {
+  const jwt = await readFile(join(resolverDir, `${account}.jwt`), 'utf8').catch(() => undefined);
+  return jwt ? revocationsOf(jwt) : {};
 }

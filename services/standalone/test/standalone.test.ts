@@ -9,6 +9,7 @@ import { connect, createInbox, credsAuthenticator } from '@nats-io/transport-nod
 import { registryApi, request } from '@parley/contracts';
 import { mintServiceCreds } from '@parley/governance';
 import { silentLogger } from '@parley/kit';
+import { runCli } from '@parley/sdk/cli';
 import { freePort, StartupError, startStandalone } from '@parley/standalone';
 import { waitFor } from '@parley/test/harness';
 
@@ -124,7 +125,7 @@ describe('standalone backbone', () => {
 });
 
 describe('the npm start entry point', () => {
-  it('prints what runs and where, turns healthy, and on SIGTERM stops nats-server and exits 0', async () => {
+  it('prints what runs and where, runs the demo conversation, and on SIGTERM stops nats-server and exits 0', async () => {
     const home = await tempHome();
     const natsPort = await freePort();
     const httpPort = await freePort();
@@ -133,7 +134,6 @@ describe('the npm start entry point', () => {
       process.execPath,
       [
         'services/standalone/src/main.ts',
-        '--no-demo',
         '--home',
         home,
         '--nats-port',
@@ -156,6 +156,27 @@ describe('the npm start entry point', () => {
       assert.match(out, new RegExp(`nats://127\\.0\\.0\\.1:${natsPort}`));
       assert.match(out, /admin creds\s+\S*admin\.creds/);
       assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
+      // The demo: planner and reviewer exchange a review, and the admin (a member) can tail it.
+      await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', 30_000);
+      assert.match(out, /demo {2}reviewer → planner: Review:/);
+      const lines: string[] = [];
+      const code = await runCli(
+        [
+          'tail',
+          '--count',
+          '4',
+          '--server',
+          `nats://127.0.0.1:${natsPort}`,
+          '--as',
+          join(home, 'creds', 'admin.creds'),
+        ],
+        { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+      );
+      assert.equal(code, 0, lines.join('\n'));
+      assert.match(lines[0] ?? '', /· usr_\w+ joined \(member\)$/);
+      assert.match(lines[1] ?? '', /: Plan: /);
+      assert.match(lines[2] ?? '', /\(handoff\): Review: /);
+      assert.match(lines[3] ?? '', /: Thanks /);
       const pidLine = await readFile(join(home, 'nats', 'nats-server.log'), 'utf8');
       const natsPid = Number(pidLine.match(/\[(\d+)\]/)?.[1]);
       assert.ok(natsPid > 0);

@@ -1,0 +1,86 @@
+/**
+ * Presence and work status: heartbeats on `parley.in.<id>.presence` every 10 s while connected,
+ * one at each change, and `offline` on close. The registry turns a participant whose heartbeats stop
+ * `offline` by itself after its TTL (30 s by default), so a crashed agent does not stay `online`.
+ */
+import type { NatsConnection } from '@nats-io/transport-node';
+import { encodeJson, type PresenceHeartbeat, type PresenceState, subjects } from '@parley/contracts';
+
+/** Heartbeat settings. */
+export interface PresenceOptions {
+  /** Milliseconds between heartbeats. @default 10000 */
+  intervalMs?: number;
+}
+
+/** The default heartbeat interval. */
+export const HEARTBEAT_INTERVAL_MS = 10_000;
+
+/** A participant's own presence: what it tells the registry. */
+export class PresenceReporter {
+  readonly #nc: NatsConnection;
+  readonly #subject: string;
+  #state: Exclude<PresenceState, 'offline'> = 'online';
+  #activity: string | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #intervalMs = HEARTBEAT_INTERVAL_MS;
+
+  /** @internal created by {@link Agent} */
+  constructor(nc: NatsConnection, participantId: string) {
+    this.#nc = nc;
+    this.#subject = subjects.presence(participantId);
+  }
+
+  /** The state last set. */
+  get state(): Exclude<PresenceState, 'offline'> {
+    return this.#state;
+  }
+
+  /** The activity line last set. */
+  get activity(): string | undefined {
+    return this.#activity;
+  }
+
+  /**
+   * Sets the state (`online`, `busy`, `needs_input` — which notifies the agent's owner) and a short
+   * activity line, e.g. `agent.presence.set('busy', 'reviewing PR 42')`; sent at once.
+   */
+  async set(state: Exclude<PresenceState, 'offline'>, activity?: string): Promise<void> {
+    this.#state = state;
+    this.#activity = activity;
+    await this.#beat();
+  }
+
+  /** Starts heartbeating (connect() does this unless `presence: false`). */
+  async start(options: PresenceOptions = {}): Promise<void> {
+    this.#intervalMs = options.intervalMs ?? HEARTBEAT_INTERVAL_MS;
+    this.#schedule();
+    await this.#beat();
+  }
+
+  /** Stops heartbeating and says `offline` (close() does this). */
+  async stop(): Promise<void> {
+    const wasRunning = this.#timer !== undefined;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    if (wasRunning && !this.#nc.isClosed()) {
+      this.#nc.publish(this.#subject, encodeJson({ state: 'offline' } satisfies PresenceHeartbeat));
+      await this.#nc.flush().catch(() => undefined);
+    }
+  }
+
+  #schedule(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = setInterval(() => void this.#beat(), this.#intervalMs);
+    this.#timer.unref();
+  }
+
+  async #beat(): Promise<void> {
+    if (this.#nc.isClosed()) return;
+    const hb: PresenceHeartbeat = {
+      state: this.#state,
+      ...(this.#activity ? { activity: this.#activity } : {}),
+    };
+    this.#nc.publish(this.#subject, encodeJson(hb));
+    await this.#nc.flush().catch(() => undefined);
+  }
+}

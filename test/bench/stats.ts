@@ -1,0 +1,64 @@
+import { readFileSync } from 'node:fs';
+
+/** p50/p95/p99 of a list of numbers (milliseconds), rounded to 0.01. */
+export function percentiles(values: number[]): { p50: number; p95: number; p99: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) => {
+    if (sorted.length === 0) return Number.NaN;
+    const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+    return Math.round((sorted[i] ?? 0) * 100) / 100;
+  };
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
+}
+
+/** Peak resident set size of a process in MB (VmHWM), or undefined when it cannot be read. */
+export function peakRssMb(pid: number | undefined): number | undefined {
+  if (!pid) return undefined;
+  try {
+    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
+    return m ? Math.round(Number(m[1]) / 1024) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Child process ids of `pid` (Linux). */
+export function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** Writes a progress line to stderr. */
+export function progress(line: string): void {
+  process.stderr.write(`[bench] ${line}\n`);
+}
+
+/** Runs `send(i)` for i in [0, count) at `perSecond`, awaiting each batch tick; resolves when all were started. */
+export async function atRate(count: number, perSecond: number, send: (i: number) => void): Promise<void> {
+  const start = performance.now();
+  for (let i = 0; i < count; ) {
+    const due = Math.min(count, Math.floor(((performance.now() - start) / 1000) * perSecond) + 1);
+    for (; i < due; i++) send(i);
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+/** Runs `count` async jobs with at most `window` in flight. */
+export async function windowed(
+  count: number,
+  window: number,
+  job: (i: number) => Promise<unknown>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < count) await job(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(window, count) }, worker));
+}

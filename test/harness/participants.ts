@@ -1,0 +1,63 @@
+/** Creating orgs, people and agents in a test Parley, and connecting as them. */
+
+import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
+import {
+  type AgentCardInput,
+  type Agent as AgentRecord,
+  type Human,
+  type Org,
+  registryApi,
+  subjects,
+} from '@parley/contracts';
+import { mintServiceCreds } from '@parley/governance';
+import { type Agent, type ConnectOptions, connect } from '@parley/sdk';
+import type { TestParley } from './parley.js';
+
+/** Connects to a test Parley with `creds` (no heartbeats unless asked for). */
+export function connectTo(
+  parley: TestParley,
+  creds: string,
+  options: Partial<ConnectOptions> = {},
+): Promise<Agent> {
+  return connect({ servers: parley.natsUrl, creds, presence: false, ...options });
+}
+
+/** The local admin (superadmin of the seeded org). */
+export function connectAdmin(parley: TestParley): Promise<Agent> {
+  return connectTo(parley, parley.home.paths.adminCreds);
+}
+
+/** Creates an org as `caller` (the admin). */
+export function createOrg(caller: Agent, name: string): Promise<Org> {
+  return caller.call(registryApi.createOrg, { name });
+}
+
+/** Creates a person; returns the record and their creds. */
+export async function createHuman(
+  caller: Agent,
+  input: { org: string; name: string; role?: 'admin' | 'member' },
+): Promise<{ user: Human; creds: string }> {
+  const r = await caller.call(registryApi.createUser, { role: 'member', ...input });
+  return { user: r.user, creds: r.credentials.creds };
+}
+
+/** Registers an agent owned by the caller (or `owner`); returns the record and its creds. */
+export async function createAgent(
+  caller: Agent,
+  card: AgentCardInput,
+  owner?: string,
+): Promise<{ agent: AgentRecord; creds: string }> {
+  const r = await caller.call(registryApi.createAgent, { card, ...(owner ? { owner } : {}) });
+  return { agent: r.agent, creds: r.credentials.creds };
+}
+
+/** A raw NATS connection with service creds (`svc_<name>`): full access, for checking state. */
+export async function connectService(parley: TestParley, name = 'test'): Promise<NatsConnection> {
+  return natsConnect({
+    servers: parley.natsUrl,
+    authenticator: credsAuthenticator(
+      new TextEncoder().encode((await mintServiceCreds(parley.home.keys, name)).creds),
+    ),
+    inboxPrefix: subjects.replyPrefix(`svc_${name}`),
+  });
+}

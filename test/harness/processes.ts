@@ -1,0 +1,75 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { freePort } from '@parley/standalone';
+import { waitFor } from './wait.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+/** A Parley service running as its own OS process (as in Kubernetes). */
+export interface ServiceProcess {
+  readonly name: string;
+  readonly healthUrl: string;
+  /** Output so far (stdout and stderr). */
+  output(): string;
+  /** SIGKILL: a crash. */
+  kill9(): Promise<void>;
+  /** SIGTERM and wait for the exit code. */
+  stop(): Promise<number | null>;
+}
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+/**
+ * Starts `services/<service>/src/main.ts` in a child process with `env` (the sources run through the
+ * same tsx loader as the tests) and waits until its /healthz answers 200.
+ */
+export async function startServiceProcess(
+  service: string,
+  env: Record<string, string>,
+): Promise<ServiceProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [`services/${service}/src/main.ts`], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LOG_LEVEL: 'warn', HTTP_HOST: '127.0.0.1', HTTP_PORT: String(port), ...env },
+  });
+  live.add(child);
+  let out = '';
+  child.stdout?.on('data', (d) => {
+    out += d;
+  });
+  child.stderr?.on('data', (d) => {
+    out += d;
+  });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  void exited.then(() => live.delete(child));
+  const healthUrl = `http://127.0.0.1:${port}/healthz`;
+  let dead = false;
+  void exited.then(() => {
+    dead = true;
+  });
+  await waitFor(
+    async () => {
+      if (dead) throw new Error(`${service} exited during start:\n${out}`);
+      return (await fetch(healthUrl).catch(() => undefined))?.status === 200;
+    },
+    `${service} to become healthy`,
+    30_000,
+  );
+  return {
+    name: service,
+    healthUrl,
+    output: () => out,
+    async kill9() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+  };
+}

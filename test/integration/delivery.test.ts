@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { CursorStore, Delivery } from '@parley/sdk';
+import { startParley, type TestParley, waitFor } from '@parley/test/harness';
+
+const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+
+describe('SDK delivery', () => {
+  let parley: TestParley;
+  before(async () => {
+    // A tiny inbox cap per (participant, room) so an absent agent falls behind it.
+    parley = await startParley({ backbone: { inboxMaxMsgsPerSubject: 5 } });
+  });
+  after(async () => {
+    await parley?.destroy();
+  });
+
+  it('backfills from history what an absent agent lost to the inbox cap, in order', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const positions = new Map<string, number>();
+    const store: CursorStore = {
+      get: (room) => positions.get(room),
+      set: (room, seq) => void positions.set(room, seq),
+    };
+    const got: Delivery[] = [];
+    const first = await parley.connect(r.creds, { delivery: { cursorStore: store } });
+    first.on('message', (d) => {
+      got.push(d);
+    });
+    await first.listening;
+    const room = await sender.rooms.create('gap', { members: [r.id] });
+    await room.send('m0');
+    await waitFor(() => got.length === 1, 'the first message');
+    await first.close();
+    for (let i = 1; i <= 20; i++) await room.send(`m${i}`);
+    const again = await parley.connect(r.creds, { delivery: { cursorStore: store } });
+    again.on('message', (d) => {
+      got.push(d);
+    });
+    await waitFor(() => got.length === 21, 'all 21 messages', 15_000);
+    assert.deepEqual(
+      got.map(text),
+      Array.from({ length: 21 }, (_, i) => `m${i}`),
+    );
+    const backfilled = got.filter((d) => d.backfilled).length;
+    // The inbox kept the newest 5 (a membership event among them): the rest came from history.
+    assert.ok(backfilled >= 15, `only ${backfilled} were backfilled`);
+    assert.ok(got.slice(-4).every((d) => !d.backfilled));
+  });
+
+  it('per-room concurrency: a slow room does not hold up another, and each stays in order', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const slow = await sender.rooms.create('slow', { members: [r.id] });
+    const fast = await sender.rooms.create('fast', { members: [r.id] });
+    let release!: () => void;
+    const gate = new Promise<void>((res) => {
+      release = res;
+    });
+    const got: { room: string; text: string }[] = [];
+    const agent = await parley.connect(r.creds, { delivery: { concurrency: 'per-room' } });
+    agent.on('message', async (d) => {
+      if (d.room === slow.id && text(d) === 's0') await gate;
+      got.push({ room: d.room, text: text(d) });
+    });
+    await agent.listening;
+    await slow.send('s0');
+    await slow.send('s1');
+    for (let i = 0; i < 5; i++) await fast.send(`f${i}`);
+    await waitFor(
+      () => got.filter((g) => g.room === fast.id).length === 5,
+      'the fast room while the slow one waits',
+    );
+    assert.equal(got.filter((g) => g.room === slow.id).length, 0);
+    release();
+    await waitFor(() => got.length === 7, 'the slow room');
+    assert.deepEqual(
+      got.filter((g) => g.room === slow.id).map((g) => g.text),
+      ['s0', 's1'],
+    );
+    assert.deepEqual(
+      got.filter((g) => g.room === fast.id).map((g) => g.text),
+      ['f0', 'f1', 'f2', 'f3', 'f4'],
+    );
+  });
+
+  it('a failing handler is retried before anything after it, then the lane continues in order', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const room = await sender.rooms.create('retry', { members: [r.id] });
+    const got: string[] = [];
+    let failures = 0;
+    const agent = await parley.connect(r.creds, { delivery: { backoffMs: () => 30 } });
+    agent.on('message', (d) => {
+      if (text(d) === 'flaky' && failures < 2) {
+        failures++;
+        throw new Error('transient');
+      }
+      got.push(`${text(d)}${d.redelivered ? ' (redelivered)' : ''}`);
+    });
+    await agent.listening;
+    for (const t of ['a', 'flaky', 'b', 'c']) await room.send(t);
+    await waitFor(() => got.length === 4, 'four messages');
+    assert.deepEqual(got, ['a', 'flaky (redelivered)', 'b', 'c']);
+  });
+
+  it('inside a handler, sends carry causedBy and hop + 1', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const asker = await parley.connect(s.creds);
+    const answerer = await parley.connect(r.creds);
+    const room = await asker.rooms.create('causality', { members: [r.id] });
+    answerer.on('message', async (d) => {
+      await answerer.rooms.room(d.room).send('answer');
+    });
+    const answers: Delivery[] = [];
+    asker.on('message', (d) => {
+      answers.push(d);
+    });
+    await Promise.all([answerer.listening, asker.listening]);
+    const q = await room.send('question', { hop: 2 });
+    await waitFor(() => answers.length === 1, 'the answer');
+    assert.equal(answers[0]?.message.causedBy, q.id);
+    assert.equal(answers[0]?.message.hop, 3);
+  });
+});
