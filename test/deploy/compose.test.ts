@@ -88,6 +88,12 @@ describe('deploy/compose.yaml', () => {
       for (const v of Object.keys(env)) {
         assert.ok(config.known.includes(v) || isExternallyRead(v), `${name}: ${v} is read by something`);
       }
+      // Every path into the secrets volume names a file parley-init writes.
+      const layout = await secretLayout(deployableServices());
+      for (const [v, value] of Object.entries(env)) {
+        if (value.startsWith(`${SECRETS}/`))
+          assert.ok(layout[entryAt(value)], `${name}: ${v}=${value} exists`);
+      }
       // Its creds are the ones parley-init mints for it, from the mounted volume.
       assert.equal(mountOf(s, SECRETS), 'secrets');
       assert.equal(entryAt(env.NATS_CREDS as string), entries.serviceCreds(name));

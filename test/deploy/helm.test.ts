@@ -318,6 +318,18 @@ for (const variant of Object.keys(valuesFiles) as Variant[]) {
           );
           assert.equal(item?.key, entries.serviceCreds(name), `${name}/${c.name}: mounts svc-${name}.creds`);
           assert.ok(layout[item.key], `${item.key} is written by parley-init`);
+          // Every other path into a mounted Secret names a file parley-init writes.
+          for (const [variable, value] of Object.entries(env)) {
+            const m = c.volumeMounts.find((x: Obj) => value.startsWith(`${x.mountPath}/`));
+            const secret = m && pod.volumes.find((v: Obj) => v.name === m.name)?.secret;
+            if (!secret) continue;
+            const file = secret.items.find((i: Obj) => `${m.mountPath}/${i.path}` === value);
+            assert.ok(file, `${name}/${c.name}: ${variable}=${value} is a mounted file`);
+            assert.ok(
+              layout[file.key],
+              `${name}/${c.name}: ${variable} → ${file.key}, which parley-init writes`,
+            );
+          }
           return env;
         };
         const main = pod.containers.find((c: Obj) => c.name === name);
@@ -515,7 +527,8 @@ describe('helm/parley/README.md', () => {
         const p = prefix ? `${prefix}.${k}` : k;
         const isMap = typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length > 0;
         // Maps of user entries (env, secretEnv) and the NATS chart's own blocks are listed whole.
-        if (isMap && !/(^nats\.|\.(env|secretEnv|requests|limits)$|^probes\.)/.test(p)) walk(v, p);
+        if (isMap && !/(^nats\.|\.(env|secretEnv|secretFiles|requests|limits)$|^probes\.)/.test(p))
+          walk(v, p);
         else leaves.push(p.startsWith('nats.') ? p.split('.').slice(0, 2).join('.') : p);
       }
     };

@@ -39,7 +39,11 @@ export const entries = {
   accountPublicKey: 'account.pub',
   /** Seed of the scoped participant signing key (governance: PARLEY_PARTICIPANT_SIGNING_SEED). */
   participantSigningSeed: 'participant-signing.seed',
-  /** The same two as an env file (compose, where a Secret's keys cannot become variables). */
+  /** The operator's seed (governance: PARLEY_OPERATOR_SEED, to re-sign the account JWT on revocation). */
+  operatorSeed: 'operator.seed',
+  /** Public key of the service signing key (governance: PARLEY_SERVICE_SIGNING_PUBLIC_KEY). */
+  serviceSigningPublicKey: 'service-signing.pub',
+  /** Governance's variables as an env file (compose, where a Secret's keys cannot become variables). */
   governanceEnv: 'governance.env',
   /** The system account user (pushes account JWT updates, e.g. revocations). */
   sysCreds: 'sys.creds',
@@ -57,6 +61,8 @@ export interface LayoutOptions {
   operatorName?: string;
   /** First org's name on first run. @default default */
   orgName?: string;
+  /** Where the entries are mounted as files, for paths in governance.env. @default /parley/secrets */
+  mountDir?: string;
 }
 
 /**
@@ -119,10 +125,16 @@ export async function deriveMissing(
   if (!has(entries.accountPublicKey)) added[entries.accountPublicKey] = pub.account;
   if (!has(entries.participantSigningSeed))
     added[entries.participantSigningSeed] = keys.participantSigningSeed;
+  if (!has(entries.operatorSeed)) added[entries.operatorSeed] = keys.operatorSeed;
+  if (!has(entries.serviceSigningPublicKey)) added[entries.serviceSigningPublicKey] = pub.serviceSigning;
   if (!has(entries.governanceEnv)) {
     added[entries.governanceEnv] = [
       `PARLEY_ACCOUNT_PUBLIC_KEY=${pub.account}`,
       `PARLEY_PARTICIPANT_SIGNING_SEED=${keys.participantSigningSeed}`,
+      // Revocations reach NATS: governance re-signs the account JWT and pushes it as the system user.
+      `PARLEY_OPERATOR_SEED=${keys.operatorSeed}`,
+      `PARLEY_SERVICE_SIGNING_PUBLIC_KEY=${pub.serviceSigning}`,
+      `PARLEY_SYSTEM_CREDS=${options.mountDir ?? '/parley/secrets'}/${entries.sysCreds}`,
       '',
     ].join('\n');
   }

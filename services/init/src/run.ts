@@ -53,6 +53,7 @@ export async function runInit(
       services: config.PARLEY_SERVICES.split(','),
       operatorName: config.PARLEY_OPERATOR_NAME,
       orgName: config.PARLEY_ORG_NAME,
+      ...(config.PARLEY_SECRET_STORE === 'dir' ? { mountDir: config.PARLEY_SECRETS_DIR } : {}),
       log,
     });
     log.info({ action: result.action, written: result.written }, 'keys ready');

@@ -50,6 +50,8 @@ describe('parley-init keys (directory store)', () => {
       entries.natsAuth,
       entries.accountPublicKey,
       entries.participantSigningSeed,
+      entries.operatorSeed,
+      entries.serviceSigningPublicKey,
       entries.governanceEnv,
       entries.sysCreds,
       entries.adminCreds,
