@@ -12,6 +12,7 @@ import {
   mintServiceCreds,
   mintSystemCreds,
   publicKeys,
+  type ServerJwts,
   signServerJwts,
 } from '@parley/governance';
 import * as z from 'zod';
@@ -71,9 +72,7 @@ export interface LayoutOptions {
  * The resolver block (type full, dir) is the server configuration's business: in Kubernetes the NATS
  * chart's `config.resolver`, in compose `deploy/nats/nats.conf`.
  */
-export async function renderNatsAuth(keys: KeyMaterial): Promise<string> {
-  const jwts = await signServerJwts(keys);
-  const pub = publicKeys(keys);
+export function renderNatsAuth(jwts: ServerJwts, pub: ReturnType<typeof publicKeys>): string {
   return [
     '# Parley operator mode, written by parley-init from keys.json. Included by the nats-server config.',
     `operator: ${jwts.operator}`,
@@ -120,8 +119,11 @@ export async function deriveMissing(
     };
     added[entries.state] = `${JSON.stringify(state, null, 2)}\n`;
   }
-  if (!has(entries.operatorJwt)) added[entries.operatorJwt] = (await signServerJwts(keys)).operator;
-  if (!has(entries.natsAuth)) added[entries.natsAuth] = await renderNatsAuth(keys);
+  if (!has(entries.operatorJwt) || !has(entries.natsAuth)) {
+    const jwts = await signServerJwts(keys);
+    if (!has(entries.operatorJwt)) added[entries.operatorJwt] = jwts.operator;
+    if (!has(entries.natsAuth)) added[entries.natsAuth] = renderNatsAuth(jwts, pub);
+  }
   if (!has(entries.accountPublicKey)) added[entries.accountPublicKey] = pub.account;
   if (!has(entries.participantSigningSeed))
     added[entries.participantSigningSeed] = keys.participantSigningSeed;

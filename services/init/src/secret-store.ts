@@ -36,7 +36,7 @@ export function checkEntryName(name: string): void {
  * reader never sees half a file.
  */
 export function createDirSecretStore(dir: string): SecretStore {
-  const marker = join(dir, '.complete');
+  const marker = join(dir, '.version');
   const write = async (data: Record<string, string>) => {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     for (const [name, content] of Object.entries(data)) {
