@@ -71,7 +71,14 @@ describe('rooms on a 3-node JetStream cluster', () => {
     try {
       for (const after of KILL_AFTER) {
         await waitFor(() => accepted.length >= after, `${after} accepted messages`, 60_000);
-        const leader = await leaderOf(streams.rooms);
+        // Bob's inbox consumer is R1: the node holding it is not the one this test kills (a lost R1
+        // consumer pauses that participant's deliveries until its node is back: another scenario).
+        const inboxNode = (await jsm.consumers.info(streams.inbox, b.id)).cluster?.leader;
+        let leader = await leaderOf(streams.rooms);
+        while (`n${leader + 1}` === inboxNode) {
+          await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${streams.rooms}`, '', { timeout: 5_000 });
+          leader = await leaderOf(streams.rooms, leader);
+        }
         const before = accepted.length;
         const killedAt = Date.now();
         await cluster.kill9(leader);
@@ -110,11 +117,36 @@ describe('rooms on a 3-node JetStream cluster', () => {
 
     assert.equal(accepted.length, TOTAL);
     const last = accepted.at(-1)?.id;
-    await waitFor(
-      () => handled.some((d) => d.message.id === last),
-      'the last message at the handler',
-      60_000,
-    );
+    try {
+      await waitFor(
+        () => handled.some((d) => d.message.id === last),
+        'the last message at the handler',
+        60_000,
+      );
+    } catch (err) {
+      // Say where the deliveries stopped: the fan-out, the inbox, or the participant's consumer.
+      const state = async (what: () => Promise<unknown>) => what().catch((e: Error) => e.message);
+      const fanout = await state(async () =>
+        (await jsm.consumers.list(streams.rooms).next()).map((c) => ({
+          name: c.name,
+          pending: c.num_pending,
+          ackPending: c.num_ack_pending,
+          leader: c.cluster?.leader,
+        })),
+      );
+      const inbox = await state(async () => {
+        const c = await jsm.consumers.info(streams.inbox, b.id);
+        return {
+          pending: c.num_pending,
+          ackPending: c.num_ack_pending,
+          delivered: c.delivered,
+          leader: c.cluster?.leader,
+        };
+      });
+      throw new Error(
+        `${(err as Error).message}: ${handled.length} of ${accepted.length} handled; fan-out ${JSON.stringify(fanout)}; inbox consumer ${JSON.stringify(inbox)}; ${figures.join('; ')}`,
+      );
+    }
     // Deliveries to one participant are in order, so a duplicate of an earlier message would have
     // arrived before the last one.
     const ids = handled.map((d) => d.message.id);

@@ -7,7 +7,7 @@ import { rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import {
   connect,
   credsAuthenticator,
@@ -177,17 +177,24 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
     });
   };
 
-  // A cluster is usable once JetStream has a meta leader.
+  // A cluster is usable once JetStream has a meta leader that knows every node: until then an R3
+  // stream fails with "no suitable peers for placement". Placing one is the test.
   if (n > 1) {
     const nc = await connectTo();
     try {
       const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 2000 });
       for (let attempt = 0; ; attempt++) {
         try {
-          await jsm.getAccountInfo();
+          await jsm.streams.add({
+            name: 'HARNESS_READY',
+            subjects: ['harness.ready'],
+            num_replicas: n,
+            storage: StorageType.Memory,
+          });
+          await jsm.streams.delete('HARNESS_READY');
           break;
         } catch (err) {
-          if (attempt > 100) throw err;
+          if (attempt > 200) throw err;
           await new Promise((r) => setTimeout(r, 100));
         }
       }
