@@ -1,8 +1,17 @@
+import type { MsgHdrs } from '@nats-io/nats-core';
 import type * as z from 'zod';
 import type { ApiMethod, ApiRequest, ApiResponse } from './api.js';
 import { decodeJson, encodeJson } from './codec.js';
 import { ErrorEnvelope, isParleyError, ParleyError } from './errors.js';
 import { headerNames } from './headers.js';
+import {
+  defaultTracer,
+  injectContext,
+  otelApi,
+  recordSpanError,
+  type Tracer,
+  traceAttributes,
+} from './tracing.js';
 
 /** The part of a NATS reply Parley reads. */
 export interface ReplyMsg {
@@ -15,7 +24,7 @@ export interface Requester {
   request(
     subject: string,
     payload?: Uint8Array,
-    opts?: { timeout: number; headers?: never },
+    opts?: { timeout: number; headers?: MsgHdrs },
   ): Promise<ReplyMsg>;
 }
 
@@ -23,10 +32,15 @@ export interface Requester {
 export interface RequestOptions {
   /** Milliseconds to wait for the reply. @default 5000 */
   timeout?: number;
-  /** NATS headers to send (e.g. traceparent), as created by the NATS client's `headers()`. */
-  headers?: unknown;
+  /** NATS headers to send. The trace context is added to them (or to new ones). */
+  headers?: MsgHdrs;
   /** Largest reply accepted, in bytes. @default 8 MiB */
   maxReplyBytes?: number;
+  /**
+   * The tracer of the client span. Services pass their own (so the span carries their
+   * `service.name`). @default the globally registered tracer provider's `@parley/contracts` tracer
+   */
+  tracer?: Tracer;
 }
 
 /**
@@ -88,7 +102,13 @@ export function requestFailure(err: unknown, subject: string): ParleyError {
   });
 }
 
-/** Calls an API method as `callerId` and returns its validated response, or throws a {@link ParleyError}. */
+/**
+ * Calls an API method as `callerId` and returns its validated response, or throws a {@link ParleyError}.
+ *
+ * Traced as a CLIENT span `request <service>.<method>` (messaging conventions, `parley.api.method`,
+ * `parley.caller`) whose context travels in the request headers, so the server's span is its child.
+ * A refusal sets the span's status to ERROR with `parley.error.code`.
+ */
 export async function request<M extends ApiMethod>(
   nc: Requester,
   callerId: string,
@@ -97,11 +117,56 @@ export async function request<M extends ApiMethod>(
   options: RequestOptions = {},
 ): Promise<ApiResponse<M>> {
   const subject = method.subject(callerId);
+  const data = encodeJson(body);
+  const api = otelApi;
+  const tracer = options.tracer ?? defaultTracer();
+  if (!api || !tracer) return send(nc, subject, data, method, options, options.headers);
+
+  const name = `${method.service}.${method.method}`;
+  const parent = api.context.active();
+  const span = tracer.startSpan(`request ${name}`, { kind: api.SpanKind.CLIENT }, parent);
+  // Attributes only when the span records: with tracing off this path allocates one no-op span.
+  if (span.isRecording()) {
+    span.setAttributes({
+      [traceAttributes.messagingSystem]: 'nats',
+      [traceAttributes.destination]: subject,
+      [traceAttributes.destinationTemplate]: method.listen,
+      [traceAttributes.operationType]: 'send',
+      [traceAttributes.operationName]: 'request',
+      [traceAttributes.bodySize]: data.length,
+      [traceAttributes.apiMethod]: name,
+      [traceAttributes.caller]: callerId,
+    });
+  }
+  // Nothing to propagate (no trace, no baggage): skip building a context and touching headers.
+  const propagate =
+    api.isSpanContextValid(span.spanContext()) || api.propagation.getBaggage(parent) !== undefined;
+  const headers = propagate
+    ? injectContext(options.headers, api.trace.setSpan(parent, span))
+    : options.headers;
+  try {
+    return await send(nc, subject, data, method, options, headers);
+  } catch (err) {
+    recordSpanError(span, err);
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
+async function send<M extends ApiMethod>(
+  nc: Requester,
+  subject: string,
+  data: Uint8Array,
+  method: M,
+  options: RequestOptions,
+  headers: MsgHdrs | undefined,
+): Promise<ApiResponse<M>> {
   let reply: ReplyMsg;
   try {
-    reply = await nc.request(subject, encodeJson(body), {
+    reply = await nc.request(subject, data, {
       timeout: options.timeout ?? 5000,
-      ...(options.headers ? { headers: options.headers as never } : {}),
+      ...(headers ? { headers } : {}),
     });
   } catch (err) {
     throw requestFailure(err, subject);

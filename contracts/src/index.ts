@@ -15,3 +15,4 @@ export * from './registry-of-schemas.js';
 export * from './rooms.js';
 export * from './streams.js';
 export * from './subjects.js';
+export * from './tracing.js';

@@ -237,7 +237,10 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
   };
 }
 
+export { freePort } from '@parley/standalone';
+export * from './otlp.js';
 export * from './parley.js';
 export * from './participants.js';
 export * from './processes.js';
+export * from './prometheus.js';
 export { waitFor } from './wait.js';

@@ -8,7 +8,13 @@ import { mintParticipantCreds, mintServiceCreds, publicKeys } from '@parley/gove
 import { ensureInboxConsumer, type Logger, silentLogger } from '@parley/kit';
 import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';
-import { freePort, openHome, type Standalone, startStandalone } from '@parley/standalone';
+import {
+  freePort,
+  openHome,
+  type Standalone,
+  type StandaloneOptions,
+  startStandalone,
+} from '@parley/standalone';
 import { startServer, type TestServer } from './index.js';
 
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
@@ -33,6 +39,10 @@ export interface StartParleyOptions {
   backbone?: BackboneOptions;
   rooms?: Partial<RoomsConfig>;
   log?: Logger;
+  /** `OTEL_*` settings, e.g. `loadTelemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })`. */
+  telemetry?: StandaloneOptions['telemetry'];
+  /** Batch export settings (tests shorten the delay). */
+  telemetryBatch?: StandaloneOptions['telemetryBatch'];
   /**
    * 3: run the services against a 3-node JetStream cluster in operator mode, with R3 streams and
    * buckets and R1 inbox consumers (unless `backbone` says otherwise). @default PARLEY_TEST_NODES, else 1
@@ -66,6 +76,8 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       ...(backbone ? { backbone } : {}),
       ...(options.rooms ? { rooms: options.rooms } : {}),
       ...(cluster ? { natsServers: cluster.urls } : {}),
+      ...(options.telemetry ? { telemetry: options.telemetry } : {}),
+      ...(options.telemetryBatch ? { telemetryBatch: options.telemetryBatch } : {}),
     });
     const running = parley;
     const keys = running.home.keys;

@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
 import {
+  buckets,
   encodeJson,
   headerNames,
   isParleyError,
   newId,
+  policyKeys,
   roomsApi,
   streams,
   subjects,
@@ -258,6 +261,47 @@ describe('rooms', () => {
     assert.ok(!(await bob.agent.rooms.list()).some((r) => r.id === room.id));
     assert.ok(
       (await bob.agent.rooms.list({ includeClosed: true })).some((r) => r.id === room.id && r.closed),
+    );
+  });
+
+  it('refuses sends from a suspended or revoked participant as soon as the policy says so', async () => {
+    const room = await p('alice').agent.rooms.create('policy', { members: [p('bob').id] });
+    const policy = await new Kvm(svc).open(buckets.policy);
+    const set = (status: string) =>
+      policy.put(
+        policyKeys.participant(p('bob').id),
+        JSON.stringify({ status, reason: 'test', at: new Date().toISOString(), by: 'svc_test' }),
+      );
+    const bobRoom = p('bob').agent.rooms.room(room.id);
+    await set('suspended');
+    await waitFor(
+      () =>
+        bobRoom.send('x').then(
+          () => false,
+          (e) => code(e) === 'SUSPENDED',
+        ),
+      'the suspension',
+      1_000,
+    );
+    await set('revoked');
+    await waitFor(
+      () =>
+        bobRoom.send('x').then(
+          () => false,
+          (e) => code(e) === 'REVOKED',
+        ),
+      'the revocation',
+      1_000,
+    );
+    await set('active');
+    await waitFor(
+      () =>
+        bobRoom.send('back').then(
+          () => true,
+          () => false,
+        ),
+      'sends to work again',
+      1_000,
     );
   });
 

@@ -10,14 +10,21 @@ import {
   request,
   serviceId,
 } from '@parley/contracts';
-import { bind, createMicroService, type Logger, type ParleyService, serveApis } from '@parley/kit';
+import {
+  bind,
+  createMicroService,
+  type Logger,
+  type ParleyService,
+  type ServiceTelemetry,
+  serveApis,
+} from '@parley/kit';
 import { type AccountUpdates, type Credentials, createCredentials } from './credentials.js';
 import { mintParticipantCreds } from './operator.js';
 
 export type { AccountUpdates } from './credentials.js';
 
 /** What the governance service needs. */
-export interface GovernanceDeps {
+export interface GovernanceDeps extends ServiceTelemetry {
   nc: NatsConnection;
   log: Logger;
   config: {
@@ -52,10 +59,13 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
   /** Services may manage anyone; a human asks the registry (owner, org admin, superadmin, self). */
   async function checkManage(actor: string, participant: string): Promise<void> {
     if (isServiceId(actor)) return;
-    await request(deps.nc, SELF, registryApi.checkManage, {
-      actor: actor as PrincipalId,
-      participant,
-    });
+    await request(
+      deps.nc,
+      SELF,
+      registryApi.checkManage,
+      { actor: actor as PrincipalId, participant },
+      { tracer: deps.tracer },
+    );
   }
 
   return {
@@ -103,7 +113,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
             return { revoked: await creds().revoke(req.participant, ctx.caller as PrincipalId, req.reason) };
           }),
         ],
-        { service: 'governance', queue: 'governance', log },
+        { service: 'governance', queue: 'governance', log, tracer: deps.tracer, metrics: deps.metrics },
       );
       started = true;
     },

@@ -1,4 +1,5 @@
 import { type Msg, type MsgHdrs, headers as natsHeaders } from '@nats-io/transport-node';
+import { context, ROOT_CONTEXT, type Span, SpanKind, type Tracer, trace } from '@opentelemetry/api';
 import {
   type ApiAccess,
   type ApiMethod,
@@ -8,14 +9,18 @@ import {
   decodeJson,
   encodeJson,
   errorCodes,
+  extractContext,
   headerNames,
   isParleyError,
   isParticipantId,
   isServiceId,
   limits,
   ParleyError,
+  recordSpanError,
+  traceAttributes,
 } from '@parley/contracts';
 import type { Logger } from 'pino';
+import type { OkOrCode, ParleyMetrics } from './metrics.js';
 import type { Endpoint, MicroService } from './micro.js';
 
 /** What a handler knows about the request besides its body. */
@@ -25,6 +30,11 @@ export interface RequestContext {
   subject: string;
   headers: MsgHdrs | undefined;
   log: Logger;
+  /**
+   * The request's SERVER span (active while the handler runs: requests the handler makes are its
+   * children, log lines carry its ids). Add domain attributes to it, e.g. `traceAttributes.roomId`.
+   */
+  span: Span;
 }
 
 /** Handles one API method: returns the response or throws a ParleyError. */
@@ -92,6 +102,10 @@ export interface ServeApisOptions {
   log: Logger;
   /** Largest request accepted. @default limits.maxRequestBytes */
   maxBytes?: number;
+  /** Tracer of the server spans: the service's own (`telemetry.tracer(name)`). @default the global tracer */
+  tracer?: Tracer;
+  /** Where each request's latency and result code are counted (`parley_api_*`). */
+  metrics?: ParleyMetrics;
 }
 
 /**
@@ -99,66 +113,109 @@ export interface ServeApisOptions {
  * caller's access, decodes and validates the request (an oversized, non-JSON, wrongly typed or
  * unknown-method request gets its error code, never a crash or a timeout), runs the handler, and
  * replies. Each method has its own endpoint stats.
+ *
+ * Each request is a SERVER span `process <service>.<method>` whose parent is the trace context in
+ * the request headers; the handler runs inside it. A refusal sets the span's status to ERROR with
+ * `parley.error.code`. Latency and result code go to `metrics`.
  */
 export function serveApis(micro: MicroService, bindings: ApiBinding[], options: ServeApisOptions): void {
-  const routes = new Map<string, { binding: ApiBinding; endpoint: Endpoint; log: Logger }>();
+  interface Route {
+    name: string;
+    listen: string;
+    endpoint: Endpoint;
+    log: Logger;
+    handle(msg: Msg, span: Span, log: Logger): Promise<void>;
+  }
+  const maxBytes = options.maxBytes ?? limits.maxRequestBytes;
+  // Without a tracer of its own, the global provider's, looked up per request (it may be replaced).
+  const tracerOf = () => options.tracer ?? trace.getTracer('@parley/kit');
+  const metrics = options.metrics;
+  const routes = new Map<string, Route>();
   for (const binding of bindings) {
     const m = binding.method;
     if (m.service !== options.service)
       throw new Error(`${m.service}.${m.method} is not a ${options.service} method`);
+    const name = `${m.service}.${m.method}`;
     routes.set(m.method, {
-      binding,
+      name,
+      listen: m.listen,
       endpoint: micro.endpoint({
-        name: `${m.service}.${m.method}`,
+        name,
         subject: m.listen,
         queue: options.queue,
         metadata: { access: m.access },
       }),
-      log: options.log.child({ api: `${m.service}.${m.method}` }),
-    });
-  }
-  const unknown = micro.endpoint({
-    name: `${options.service}.unknown`,
-    subject: `parley.in.*.api.${options.service}.*`,
-    queue: options.queue,
-    metadata: { purpose: 'answers unknown methods with NOT_FOUND' },
-  });
-  const maxBytes = options.maxBytes ?? limits.maxRequestBytes;
-  micro.subscribe(`parley.in.*.api.${options.service}.*`, options.queue, (msg) => {
-    const name = msg.subject.slice(msg.subject.lastIndexOf('.') + 1);
-    const route = routes.get(name);
-    if (!route) {
-      unknown.run(async () => {
-        const e = new ParleyError('NOT_FOUND', `${options.service} has no method ${name}`, {
-          details: { methods: [...routes.keys()] },
-        });
-        respondError(msg, e);
-        return `${e.code}: ${e.message}`;
-      });
-      return;
-    }
-    const { binding, endpoint, log } = route;
-    endpoint.run(async () => {
-      try {
+      log: options.log.child({ api: name }),
+      async handle(msg, span, log) {
         const caller = callerOf(msg.subject);
-        checkAccess(binding.method.access, caller);
-        const request = decodeJson(binding.method.request, msg.data, {
-          maxBytes,
-          what: `${binding.method.method} request`,
-        });
+        if (span.isRecording()) span.setAttribute(traceAttributes.caller, caller);
+        checkAccess(m.access, caller);
+        const request = decodeJson(m.request, msg.data, { maxBytes, what: `${m.method} request` });
         const response = await binding.handler(request, {
           caller,
           subject: msg.subject,
           headers: msg.headers,
           log,
+          span,
         });
         if (msg.reply) msg.respond(encodeJson(response));
-        return undefined;
-      } catch (err) {
-        const e = toParleyError(err, log);
-        respondError(msg, e);
-        return `${e.code}: ${e.message}`;
-      }
+      },
     });
+  }
+  const listen = `parley.in.*.api.${options.service}.*`;
+  const unknown: Route = {
+    name: `${options.service}.unknown`,
+    listen,
+    endpoint: micro.endpoint({
+      name: `${options.service}.unknown`,
+      subject: listen,
+      queue: options.queue,
+      metadata: { purpose: 'answers unknown methods with NOT_FOUND' },
+    }),
+    log: options.log,
+    async handle(msg) {
+      const name = msg.subject.slice(msg.subject.lastIndexOf('.') + 1);
+      throw new ParleyError('NOT_FOUND', `${options.service} has no method ${name}`, {
+        details: { methods: [...routes.keys()] },
+      });
+    },
+  };
+  micro.subscribe(listen, options.queue, (msg) => {
+    const started = performance.now();
+    const route = routes.get(msg.subject.slice(msg.subject.lastIndexOf('.') + 1)) ?? unknown;
+    // The parent comes from the request alone, never from whatever context the connection's
+    // socket callback happens to run in.
+    const parent = extractContext(msg.headers, ROOT_CONTEXT);
+    const span = tracerOf().startSpan(`process ${route.name}`, { kind: SpanKind.SERVER }, parent);
+    if (span.isRecording()) {
+      span.setAttributes({
+        [traceAttributes.messagingSystem]: 'nats',
+        [traceAttributes.destination]: msg.subject,
+        [traceAttributes.destinationTemplate]: route.listen,
+        [traceAttributes.operationType]: 'process',
+        [traceAttributes.operationName]: 'process',
+        [traceAttributes.consumerGroup]: options.queue,
+        [traceAttributes.bodySize]: msg.data.length,
+        [traceAttributes.apiMethod]: route.name,
+      });
+    }
+    route.endpoint.run(() =>
+      context.with(trace.setSpan(parent, span), async () => {
+        let code: OkOrCode = 'OK';
+        try {
+          await route.handle(msg, span, route.log);
+          return undefined;
+        } catch (err) {
+          const e = toParleyError(err, route.log);
+          code = e.code;
+          recordSpanError(span, err);
+          respondError(msg, e);
+          return `${e.code}: ${e.message}`;
+        } finally {
+          span.end();
+          metrics?.observeApi(route.name, code, (performance.now() - started) / 1000);
+        }
+      }),
+    );
   });
 }

@@ -43,6 +43,82 @@ export const envBoolean = z
 /** A TCP port from the environment. */
 export const envPort = z.coerce.number().int().min(0).max(65535);
 
+/** Samplers of `OTEL_TRACES_SAMPLER` that Parley supports (the specification's built-in ones). */
+export const TRACES_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+
+const otlpProtocol = z.enum(['grpc', 'http/protobuf', 'http/json']);
+const otlpUrl = z.url({ protocol: /^https?$/ });
+
+/**
+ * The standard OpenTelemetry variables Parley reads (the OTLP exporter also reads its own
+ * `OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`, `…_COMPRESSION` and certificates directly).
+ * No endpoint configured: spans are neither recorded nor exported, only propagated.
+ */
+export const telemetryEnv = {
+  OTEL_SDK_DISABLED: envBoolean
+    .default(false)
+    .describe(
+      'true: no telemetry at all, not even trace-context propagation through this process. @default false',
+    ),
+  OTEL_SERVICE_NAME: z
+    .string()
+    .optional()
+    .describe(
+      'service.name of a process that runs one service. @default parley-<service> (the standalone: parley-standalone; its services always export as parley-<service>)',
+    ),
+  OTEL_RESOURCE_ATTRIBUTES: z
+    .string()
+    .regex(/^([^=,\s]+=[^,]*)(,[^=,\s]+=[^,]*)*$/, 'expected key=value pairs separated by commas')
+    .optional()
+    .describe('Extra resource attributes, e.g. deployment.environment.name=prod. @default none'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: otlpUrl
+    .optional()
+    .describe(
+      'Base URL of the OTLP receiver (Jaeger or a collector), e.g. http://localhost:4318; traces go to <url>/v1/traces. Unset: nothing is exported.',
+    ),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlpUrl
+    .optional()
+    .describe('Full URL for traces, used as is; wins over OTEL_EXPORTER_OTLP_ENDPOINT.'),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol
+    .default('http/protobuf')
+    .describe('grpc, http/protobuf or http/json. @default http/protobuf'),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol
+    .optional()
+    .describe('Protocol for traces; wins over OTEL_EXPORTER_OTLP_PROTOCOL.'),
+  OTEL_TRACES_EXPORTER: z
+    .enum(['otlp', 'console', 'none'])
+    .default('otlp')
+    .describe('otlp (needs an endpoint), console (spans on stdout, for debugging) or none. @default otlp'),
+  OTEL_TRACES_SAMPLER: z
+    .enum(TRACES_SAMPLERS)
+    .default('parentbased_always_on')
+    .describe(`Sampler: ${TRACES_SAMPLERS.join(', ')}. @default parentbased_always_on`),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce
+    .number()
+    .min(0)
+    .max(1)
+    .optional()
+    .describe('Ratio for the traceidratio samplers, 0 to 1. @default 1'),
+} as const;
+
+/** The telemetry settings, as {@link telemetryEnv} parses them. */
+export type TelemetryConfig = z.output<z.ZodObject<typeof telemetryEnv>>;
+
+/** Reads the telemetry settings alone (tests and tools; services get them with their config). */
+export function loadTelemetryConfig(
+  env: Record<string, string | undefined>,
+  what = 'telemetry',
+): TelemetryConfig {
+  return loadEnv(what, z.object(telemetryEnv), env);
+}
+
 /** Variables every service reads: how to reach NATS, logging and the HTTP endpoint. */
 export const commonEnv = {
   NATS_URL: z
@@ -63,7 +139,7 @@ export const commonEnv = {
     .describe('Address of the health/metrics endpoint. @default 0.0.0.0'),
   HTTP_PORT: envPort
     .default(8080)
-    .describe('Port of the health/metrics endpoint (/healthz, /readyz). @default 8080'),
+    .describe('Port of the health/metrics endpoint (/healthz, /readyz, /metrics). @default 8080'),
   PARLEY_REPLICAS: z.coerce
     .number()
     .int()
@@ -78,6 +154,7 @@ export const commonEnv = {
     .max(4096)
     .default(16)
     .describe('Fan-out partitions of the room log (fixed per deployment). @default 16'),
+  ...telemetryEnv,
 } as const;
 
 /** Splits a comma-separated server list. */

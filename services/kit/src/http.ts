@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import type { ParleyMetrics } from './metrics.js';
 
 /** A readiness check: resolves true when that part is ready. */
 export type ReadinessCheck = () => boolean | Promise<boolean>;
@@ -9,12 +10,14 @@ export interface HealthServerOptions {
   /** Named checks; `/healthz` is 200 only when every one passes. */
   checks: Record<string, ReadinessCheck>;
   log: Logger;
+  /** Served as `GET /metrics` (Prometheus text format) when given. */
+  metrics?: Pick<ParleyMetrics, 'render' | 'contentType'>;
 }
 
 /**
  * A Fastify app with `GET /healthz` (200 only when every check passes, else 503 with the failing
- * ones) and `GET /readyz` (the same, for Kubernetes readiness). Routes for metrics, the console or
- * the gateway are registered on it by their owners.
+ * ones), `GET /readyz` (the same, for Kubernetes readiness) and, given metrics, `GET /metrics`
+ * (Prometheus). Routes for the console or the gateway are registered on it by their owners.
  */
 export function createHealthServer(options: HealthServerOptions): FastifyInstance {
   // Fastify's own request logging stays off: health probes every few seconds would drown the log.
@@ -43,5 +46,14 @@ export function createHealthServer(options: HealthServerOptions): FastifyInstanc
   };
   app.get('/healthz', handler);
   app.get('/readyz', handler);
+  const metrics = options.metrics;
+  if (metrics) {
+    app.get('/metrics', async (_req, reply) =>
+      reply
+        .code(200)
+        .header('content-type', metrics.contentType)
+        .send(await metrics.render()),
+    );
+  }
   return app;
 }

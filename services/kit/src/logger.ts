@@ -1,3 +1,4 @@
+import { activeTraceIds } from '@parley/contracts';
 import { type Logger, type LoggerOptions, pino } from 'pino';
 
 export type { Logger } from 'pino';
@@ -14,13 +15,26 @@ export interface CreateLoggerOptions {
   base?: Record<string, unknown>;
 }
 
-/** The one root logger of a process; components take `log.child({ component })`. */
+/**
+ * Adds `trace_id` and `span_id` of the active span to a log line (nothing outside a trace), so a
+ * line can be found from a trace in Jaeger and the trace from the line.
+ */
+export function traceMixin(): Record<string, string> {
+  const ids = activeTraceIds();
+  return ids ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
+}
+
+/**
+ * The one root logger of a process; components take `log.child({ component })`. Lines written
+ * while a span is active carry its `trace_id` and `span_id`.
+ */
 export function createLogger(options: CreateLoggerOptions): Logger {
   const opts: LoggerOptions = {
     name: options.name,
     level: options.level ?? 'info',
     base: { pid: process.pid, ...options.base },
     timestamp: pino.stdTimeFunctions.isoTime,
+    mixin: traceMixin,
   };
   return options.destination ? pino(opts, options.destination as pino.DestinationStream) : pino(opts);
 }

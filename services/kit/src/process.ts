@@ -1,13 +1,16 @@
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { Tracer } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import { serverList } from './config.js';
+import { serverList, type TelemetryConfig } from './config.js';
 import { createHealthServer } from './http.js';
 import { createLogger } from './logger.js';
+import { createMetrics, type ParleyMetrics } from './metrics.js';
 import { connectNats } from './nats.js';
 import type { ParleyService } from './service.js';
+import { serviceNameOf, startTelemetry } from './telemetry.js';
 
 /** The common part of every service's configuration. */
-export interface ProcessConfig {
+export interface ProcessConfig extends TelemetryConfig {
   NATS_URL: string;
   NATS_CREDS?: string | undefined;
   LOG_LEVEL: string;
@@ -22,12 +25,19 @@ export interface RunServiceProcessOptions<C extends ProcessConfig> {
   /** Reads the configuration (the service's `loadConfig`). */
   loadConfig: () => C;
   /** Builds the service. */
-  create: (deps: { nc: NatsConnection; log: Logger; config: C }) => ParleyService | Promise<ParleyService>;
+  create: (deps: {
+    nc: NatsConnection;
+    log: Logger;
+    config: C;
+    tracer: Tracer;
+    metrics: ParleyMetrics;
+  }) => ParleyService | Promise<ParleyService>;
 }
 
 /**
- * The `main.ts` of every service run as its own process (as in Kubernetes): config → logger → NATS →
- * service.start() → health endpoint; SIGTERM/SIGINT stop the service, drain NATS and exit.
+ * The `main.ts` of every service run as its own process (as in Kubernetes): config → logger →
+ * telemetry → NATS → service.start() → health and metrics endpoint; SIGTERM/SIGINT stop the
+ * service, drain NATS, flush telemetry and exit.
  */
 export async function runServiceProcess<C extends ProcessConfig>(
   o: RunServiceProcessOptions<C>,
@@ -40,21 +50,34 @@ export async function runServiceProcess<C extends ProcessConfig>(
     process.exit(2);
   }
   const log = createLogger({ name: `parley-${o.name}`, level: config.LOG_LEVEL });
+  const telemetry = await startTelemetry({
+    config,
+    serviceName: serviceNameOf(o.name),
+    primaryService: o.name,
+    log,
+  });
+  const metrics = createMetrics();
   const nc = await connectNats({
     servers: serverList(config.NATS_URL),
     name: `parley-${o.name}`,
     principal: `svc_${o.name}`,
     ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
   });
-  const service = await o.create({ nc, log, config });
+  const service = await o.create({ nc, log, config, tracer: telemetry.tracer(o.name), metrics });
   await service.start();
   const http = createHealthServer({
     log,
     checks: { nats: () => !nc.isClosed(), [o.name]: () => service.ready() },
+    metrics,
   });
   await http.listen({ host: config.HTTP_HOST, port: config.HTTP_PORT });
   log.info(
-    { nats: config.NATS_URL, http: `${config.HTTP_HOST}:${config.HTTP_PORT}` },
+    {
+      nats: config.NATS_URL,
+      http: `${config.HTTP_HOST}:${config.HTTP_PORT}`,
+      telemetry: telemetry.mode,
+      ...(telemetry.exportTo ? { traces: telemetry.exportTo } : {}),
+    },
     `parley-${o.name} started`,
   );
   let stopping = false;
@@ -65,6 +88,7 @@ export async function runServiceProcess<C extends ProcessConfig>(
     await service.stop();
     await nc.drain().catch(() => undefined);
     await http.close();
+    await telemetry.shutdown();
     log.info('stopped');
     process.exit(0);
   };

@@ -35,6 +35,7 @@ import {
   type ParleyService,
   publishEvent,
   respondError,
+  type ServiceTelemetry,
   serveApis,
   toParleyError,
   watchKv,
@@ -48,7 +49,7 @@ import { createPresence, type PresenceTracker } from './presence.js';
 export { registryKeys } from './catalog.js';
 
 /** What the registry needs. */
-export interface RegistryDeps {
+export interface RegistryDeps extends ServiceTelemetry {
   nc: NatsConnection;
   log: Logger;
   /** Settings of the inbox consumers it creates. */
@@ -147,7 +148,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
         SELF,
         governanceApi.issueCredentials,
         { participant: id },
-        { timeout: GOVERNANCE_TIMEOUT_MS },
+        { timeout: GOVERNANCE_TIMEOUT_MS, tracer: deps.tracer },
       );
       creds = true;
       await write();
@@ -155,10 +156,13 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
     } catch (err) {
       log.warn({ err, participant: id }, 'creating a participant failed; undoing');
       if (creds) {
-        await request(nc, SELF, governanceApi.revokeCredentials, {
-          participant: id,
-          reason: 'creation failed',
-        }).catch(() => undefined);
+        await request(
+          nc,
+          SELF,
+          governanceApi.revokeCredentials,
+          { participant: id, reason: 'creation failed' },
+          { tracer: deps.tracer },
+        ).catch(() => undefined);
       }
       if (consumer) await deleteInboxConsumer(jsm, id).catch(() => undefined);
       await releaseName(kv, claimKey).catch(() => undefined);
@@ -373,7 +377,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
         SELF,
         governanceApi.revokeCredentials,
         { participant: req.agent, reason: 'deregistered' },
-        { timeout: GOVERNANCE_TIMEOUT_MS },
+        { timeout: GOVERNANCE_TIMEOUT_MS, tracer: deps.tracer },
       );
       await deleteInboxConsumer(jsm, req.agent);
       await kv.delete(registryKeys.agent(req.agent));
@@ -470,7 +474,13 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
         description: 'Orgs, humans, agents with cards, discovery and presence.',
       });
       micro.subscribe(subjects.presenceListen(), 'registry', onHeartbeat);
-      serveApis(micro, handlers, { service: 'registry', queue: 'registry', log });
+      serveApis(micro, handlers, {
+        service: 'registry',
+        queue: 'registry',
+        log,
+        tracer: deps.tracer,
+        metrics: deps.metrics,
+      });
       started = true;
       log.info(
         { orgs: catalog.orgs.size, users: catalog.users.size, agents: catalog.agents.size },

@@ -35,10 +35,10 @@ import {
   streams,
   subjects,
 } from '@parley/contracts';
-import type { Logger } from '@parley/kit';
+import { isKvConflict, type Logger } from '@parley/kit';
 import { createLeaseManager } from './leases.js';
 import { LruMap } from './lru.js';
-import { type FanoutRecord, isWrongSequence, keys, memberAt, readEntry } from './room-store.js';
+import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
 
 /** Settings of the fan-out. */
 export interface FanoutOptions {
@@ -211,7 +211,7 @@ export function createFanout(o: FanoutOptions) {
         c = await lookupCursor(recipient, room);
         cursors.set(key, c);
       } catch (err) {
-        if (!isWrongSequence(err)) throw err;
+        if (!isKvConflict(err)) throw err;
         c = await lookupCursor(recipient, room);
         cursors.set(key, c);
       }

@@ -16,19 +16,43 @@ import {
   ParleyError,
   type RoomMessage,
   SendRequest,
+  type SendRequestParsed,
   streams,
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
 import { type MicroService, respondError, toParleyError } from '@parley/kit';
+import type { PolicyCache } from './policy-cache.js';
 import type { RoomCache } from './room-cache.js';
 import { entryHeaders, senderOf } from './room-log.js';
 import type { RoomRecord } from './room-store.js';
+
+/** What a guard sees of a send. */
+export interface GuardedSend {
+  sender: string;
+  request: SendRequestParsed;
+  room: RoomRecord;
+}
+
+/**
+ * A check every send passes before it is appended to the room log (rate limits, delegation,
+ * loop detection…). It refuses by throwing a ParleyError, and may return verified facts to stamp
+ * on the stored message.
+ */
+export interface SendGuard {
+  readonly name: string;
+  admit(
+    send: GuardedSend,
+  ): Promise<Pick<RoomMessage, 'onBehalfOf'> | undefined> | Pick<RoomMessage, 'onBehalfOf'> | undefined;
+}
 
 /** What the ingress needs. */
 export interface IngressDeps {
   js: JetStreamClient;
   jsm: JetStreamManager;
   rooms: RoomCache;
+  policy: PolicyCache;
+  /** Checks run in order after membership; see {@link SendGuard}. */
+  guards?: SendGuard[];
   log: Logger;
   maxMessageBytes: number;
   hopLimit: number;
@@ -60,6 +84,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
       const sender = callerOf(msg.subject);
       if (!isParticipantId(sender))
         throw new ParleyError('UNAUTHENTICATED', `${sender} is not a participant`);
+      deps.policy.check(sender);
       const req = decodeJson(SendRequest, msg.data, { maxBytes: deps.maxMessageBytes, what: 'message' });
       if (req.hop > deps.hopLimit) {
         throw new ParleyError('HOP_LIMIT', `hop ${req.hop} exceeds the limit of ${deps.hopLimit}`, {
@@ -67,6 +92,11 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         });
       }
       const r = await room(req.room, sender);
+      let stamped: Pick<RoomMessage, 'onBehalfOf'> = {};
+      for (const guard of deps.guards ?? []) {
+        const facts = await guard.admit({ sender, request: req, room: r });
+        if (facts) stamped = { ...stamped, ...facts };
+      }
       const traceparent = msg.headers?.get(headerNames.traceparent);
       const tracestate = msg.headers?.get(headerNames.tracestate);
       const message: RoomMessage = {
@@ -84,6 +114,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         ...(req.task ? { task: req.task } : {}),
         ...(req.provenance ? { provenance: req.provenance } : {}),
         ...(req.metadata ? { metadata: req.metadata } : {}),
+        ...stamped,
         ...(traceparent && TRACEPARENT.test(traceparent)
           ? { trace: { traceparent, ...(tracestate ? { tracestate } : {}) } }
           : {}),

@@ -7,8 +7,7 @@
  * join and move to the survivors when one dies (after at most one TTL).
  */
 import type { KV } from '@nats-io/kv';
-import type { Logger } from '@parley/kit';
-import { isWrongSequence } from './room-store.js';
+import { isKvConflict, type Logger } from '@parley/kit';
 
 /** What a lease manager drives. */
 export interface LeaseCallbacks {
@@ -64,7 +63,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
         h.revision = await o.kv.update(`fanout.${p}`, value, h.revision);
         h.renewedAt = now;
       } catch (err) {
-        if (isWrongSequence(err) || now - h.renewedAt > o.ttlMs * 0.75) {
+        if (isKvConflict(err) || now - h.renewedAt > o.ttlMs * 0.75) {
           log.warn({ partition: p, err: (err as Error).message }, 'lease lost');
           await release(p, false);
         }
@@ -92,7 +91,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
         log.info({ partition: p }, 'lease acquired');
         await o.callbacks.acquired(p);
       } catch (err) {
-        if (!isWrongSequence(err)) throw err;
+        if (!isKvConflict(err)) throw err;
       }
     }
   }

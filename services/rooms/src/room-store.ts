@@ -18,6 +18,7 @@ import {
   type RoomMember,
   type RoomPolicy,
 } from '@parley/contracts';
+import { isKvConflict } from '@parley/kit';
 
 /** A current member in the control view. */
 export interface MemberRecord {
@@ -82,14 +83,9 @@ export async function createEntry(kv: KV, key: string, value: unknown): Promise<
   try {
     return await kv.create(key, enc.encode(JSON.stringify(value)));
   } catch (err) {
-    if (isWrongSequence(err)) throw new ParleyError('CONFLICT', `${key} already exists`);
+    if (isKvConflict(err)) throw new ParleyError('CONFLICT', `${key} already exists`);
     throw err;
   }
-}
-
-/** True when a KV/JetStream error is an optimistic-concurrency conflict. */
-export function isWrongSequence(err: unknown): boolean {
-  return /wrong last sequence|key exists|10071/i.test(String((err as Error)?.message ?? err));
 }
 
 /**
@@ -111,7 +107,7 @@ export async function updateEntry<T>(
       else await kv.create(key, enc.encode(JSON.stringify(next)));
       return next;
     } catch (err) {
-      if (!isWrongSequence(err)) throw err;
+      if (!isKvConflict(err)) throw err;
     }
   }
   throw new ParleyError('UNAVAILABLE', `too much contention on ${key}; retry`, { retryAfterMs: 100 });

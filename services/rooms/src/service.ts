@@ -1,13 +1,14 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { buckets, roomsApi } from '@parley/contracts';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { buckets, roomsApi, subjects } from '@parley/contracts';
 import {
   bind,
   createMicroService,
   type Logger,
   type MicroService,
   type ParleyService,
+  type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
 import type { RoomsConfig } from './config.js';
@@ -16,10 +17,11 @@ import { createDeadLetters } from './dlq.js';
 import { createFanout } from './fanout.js';
 import { serveIngress } from './ingress.js';
 import { createParticipantDirectory } from './participants.js';
+import { createPolicyCache, type PolicyCache } from './policy-cache.js';
 import { createRoomCache, type RoomCache } from './room-cache.js';
 
 /** What the rooms service needs. */
-export interface RoomsDeps {
+export interface RoomsDeps extends ServiceTelemetry {
   nc: NatsConnection;
   log: Logger;
   config: RoomsConfig;
@@ -31,6 +33,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
   const log = deps.log.child({ component: 'rooms' });
   let micro: MicroService | undefined;
   let cache: RoomCache | undefined;
+  let policy: PolicyCache | undefined;
+  let deregistrations: Subscription | undefined;
   let fanout: ReturnType<typeof createFanout> | undefined;
   let deadLetters: ReturnType<typeof createDeadLetters> | undefined;
   let started = false;
@@ -44,6 +48,12 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       const rooms = await kvm.open(buckets.rooms);
       const leases = await kvm.open(buckets.leases);
       const participants = createParticipantDirectory(jsm);
+      // A deregistered participant's inbox is gone: stop treating it as known.
+      deregistrations = deps.nc.subscribe(subjects.event('registry', 'agent.deregistered'), {
+        callback: (err, msg) => {
+          if (!err) participants.forget(msg.json<{ subject?: string }>().subject ?? '');
+        },
+      });
       const control = createControlPlane({
         js,
         jsm,
@@ -72,14 +82,16 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           bind(roomsApi.close, (req, ctx) => control.close(req, ctx.caller)),
           bind(roomsApi.history, (req, ctx) => control.history(req, ctx.caller)),
         ],
-        { service: 'rooms', queue: 'rooms', log },
+        { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics },
       );
       if (config.PARLEY_INGRESS) {
         cache = await createRoomCache(rooms, log);
+        policy = await createPolicyCache(await kvm.open(buckets.policy), log);
         serveIngress(micro, {
           js,
           jsm,
           rooms: cache,
+          policy,
           log,
           maxMessageBytes: config.PARLEY_MAX_MESSAGE_BYTES,
           hopLimit: config.PARLEY_HOP_LIMIT,
@@ -109,6 +121,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       await deadLetters?.stop();
       await fanout?.stop();
       await cache?.stop();
+      policy?.stop();
+      deregistrations?.unsubscribe();
     },
     ready: () => started,
     ownedPartitions: () => fanout?.owned() ?? [],

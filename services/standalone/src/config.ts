@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { envPort, loadEnv } from '@parley/kit';
+import { envPort, loadEnv, telemetryEnv } from '@parley/kit';
 import * as z from 'zod';
 
 /** The standalone backbone's environment (flags override it). */
@@ -7,11 +7,12 @@ export const StandaloneEnv = z.object({
   PARLEY_HOME: z.string().optional().describe('State directory: keys, NATS data, creds. @default ./.parley'),
   NATS_SERVER_BIN: z.string().optional().describe('nats-server binary. @default found on PATH'),
   PARLEY_NATS_PORT: envPort.default(4222).describe('NATS client port. @default 4222'),
-  PARLEY_HTTP_PORT: envPort.default(7420).describe('Health endpoint port. @default 7420'),
+  PARLEY_HTTP_PORT: envPort.default(7420).describe('Port of /healthz, /readyz and /metrics. @default 7420'),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('warn')
     .describe('Log level of the services (logs go to stderr). @default warn'),
+  ...telemetryEnv,
 });
 
 /** The standalone configuration. */

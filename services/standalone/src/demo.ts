@@ -5,10 +5,7 @@
  */
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { JetStreamManager } from '@nats-io/jetstream';
-import { newId } from '@parley/contracts';
-import { mintParticipantCreds, publicKeys } from '@parley/governance';
-import { ensureInboxConsumer } from '@parley/kit';
+import { type AgentCardInput, registryApi } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
 import type { Home } from './home.js';
@@ -27,44 +24,72 @@ function text(d: Delivery): string {
   return d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join(' ');
 }
 
-async function demoAgent(
+const cards: Record<'planner' | 'reviewer', AgentCardInput> = {
+  planner: {
+    name: 'planner',
+    description: 'Writes rollout plans and asks for reviews.',
+    skills: [{ id: 'planning', name: 'Planning', tags: ['rollout', 'plans'] }],
+    runtime: 'custom',
+    visibility: 'org',
+  },
+  reviewer: {
+    name: 'reviewer',
+    description: 'Reviews plans and code; answers with a structured handoff.',
+    skills: [{ id: 'code-review', name: 'Code review', tags: ['review', 'plans'] }],
+    runtime: 'custom',
+    visibility: 'org',
+  },
+};
+
+/**
+ * The demo agents are registered like any other (card, inbox, their own minted creds) by the local
+ * admin, once; later starts reuse them.
+ */
+async function demoAgents(
   home: Home,
-  jsm: JetStreamManager,
-  name: 'planner' | 'reviewer',
-  id: string,
-): Promise<string> {
-  await ensureInboxConsumer(jsm, id);
-  const path = join(home.paths.credsDir, `${name}.creds`);
-  const existing = await readFile(path, 'utf8').catch(() => undefined);
-  if (existing) return path;
-  const { creds } = await mintParticipantCreds(
-    home.keys.participantSigningSeed,
-    publicKeys(home.keys).account,
-    id,
+  admin: Agent,
+): Promise<z.infer<typeof DemoState> & { creds: Record<'planner' | 'reviewer', string> }> {
+  const statePath = join(home.paths.home, 'demo.json');
+  const saved = await readFile(statePath, 'utf8').then(
+    (t) => DemoState.parse(JSON.parse(t)),
+    () => undefined,
   );
-  await writeFile(path, creds, { mode: 0o600 });
-  await chmod(path, 0o600);
-  return path;
+  const path = (name: string) => join(home.paths.credsDir, `${name}.creds`);
+  if (saved) {
+    const known = await Promise.all(
+      (['planner', 'reviewer'] as const).map(
+        async (name) =>
+          (await readFile(path(name), 'utf8').catch(() => '')) !== '' &&
+          (await admin.call(registryApi.getAgent, { agent: saved[name] }).then(
+            () => true,
+            () => false,
+          )),
+      ),
+    );
+    if (known.every(Boolean))
+      return { ...saved, creds: { planner: path('planner'), reviewer: path('reviewer') } };
+  }
+  const ids = { planner: '', reviewer: '' };
+  for (const name of ['planner', 'reviewer'] as const) {
+    const created = await admin.call(registryApi.createAgent, { card: cards[name] });
+    ids[name] = created.agent.id;
+    await writeFile(path(name), created.credentials.creds, { mode: 0o600 });
+    await chmod(path(name), 0o600);
+  }
+  await writeFile(statePath, `${JSON.stringify(ids, null, 2)}\n`);
+  return { ...ids, creds: { planner: path('planner'), reviewer: path('reviewer') } };
 }
 
 /** Starts the demo conversation; `out` receives one line per step. */
 export async function startDemo(o: {
   natsUrl: string;
   home: Home;
-  jsm: JetStreamManager;
   out: (line: string) => void;
 }): Promise<Demo> {
-  const statePath = join(o.home.paths.home, 'demo.json');
-  const saved = await readFile(statePath, 'utf8').then(
-    (t) => DemoState.parse(JSON.parse(t)),
-    () => undefined,
-  );
-  const ids = saved ?? { planner: newId('agent'), reviewer: newId('agent') };
-  if (!saved) await writeFile(statePath, `${JSON.stringify(ids, null, 2)}\n`);
-  const plannerCreds = await demoAgent(o.home, o.jsm, 'planner', ids.planner);
-  const reviewerCreds = await demoAgent(o.home, o.jsm, 'reviewer', ids.reviewer);
-  const planner: Agent = await connect({ servers: o.natsUrl, creds: plannerCreds });
-  const reviewer: Agent = await connect({ servers: o.natsUrl, creds: reviewerCreds });
+  const admin = await connect({ servers: o.natsUrl, creds: o.home.paths.adminCreds, presence: false });
+  const ids = await demoAgents(o.home, admin).finally(() => admin.close());
+  const planner: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.planner });
+  const reviewer: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.reviewer });
   let done!: () => void;
   const finished = new Promise<void>((r) => {
     done = r;

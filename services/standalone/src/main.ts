@@ -42,6 +42,7 @@ try {
     natsPort: opts.natsPort,
     httpPort: opts.httpPort,
     log,
+    telemetry: config,
     ...(config.NATS_SERVER_BIN ? { natsServerBin: config.NATS_SERVER_BIN } : {}),
   });
 } catch (err) {
@@ -59,7 +60,12 @@ const rel = (p: string) => {
 out(`Parley is running (ready in ${((Date.now() - started) / 1000).toFixed(1)} s).`);
 out();
 out(`  NATS (JetStream, operator mode)  ${standalone.natsUrl}   log: ${rel(home.paths.natsLog)}`);
-out(`  health                           ${standalone.httpUrl}/healthz`);
+out(
+  `  health                           ${standalone.httpUrl}/healthz   metrics: ${standalone.httpUrl}/metrics`,
+);
+if (standalone.telemetry?.exportTo) {
+  out(`  traces                           ${standalone.telemetry.exportTo}`);
+}
 out(`  services                         ${standalone.services.map((s) => s.name).join(', ')}`);
 out(
   `  state                            ${rel(home.paths.home)} (${home.firstRun ? 'new keys generated' : 'keys reused'})`,
@@ -70,7 +76,7 @@ out(
 out();
 let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
 if (opts.demo) {
-  demo = await startDemo({ natsUrl: standalone.natsUrl, home, jsm: standalone.jsm, out });
+  demo = await startDemo({ natsUrl: standalone.natsUrl, home, out });
   await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
   out();
 }

@@ -19,11 +19,16 @@ import {
 import {
   connectNats,
   createHealthServer,
+  createMetrics,
   ensureBackbone,
   ensureInboxConsumer,
   type Logger,
+  type ParleyMetrics,
   type ParleyService,
   serverList,
+  startTelemetry,
+  type Telemetry,
+  type TelemetryConfig,
 } from '@parley/kit';
 import { createRegistryService } from '@parley/registry';
 import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
@@ -50,6 +55,14 @@ export interface StandaloneOptions {
   log: Logger;
   /** Stream/bucket sizing. */
   backbone?: BackboneOptions;
+  /**
+   * The `OTEL_*` settings. Each service exports as `parley-<service>`; the process itself (the SDK
+   * path, e.g. the demo) as `OTEL_SERVICE_NAME` or `parley-standalone`. Absent: no telemetry is
+   * started at all (the API stays a no-op).
+   */
+  telemetry?: TelemetryConfig;
+  /** Batch export settings (tests shorten the delay). */
+  telemetryBatch?: Parameters<typeof startTelemetry>[0]['batch'];
   /** Rooms service settings (partitions and lease TTL follow `backbone` unless given). */
   rooms?: Partial<RoomsConfig>;
   /**
@@ -67,6 +80,10 @@ export interface Standalone {
   /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
   nats: NatsServerProcess | undefined;
   services: ParleyService[];
+  /** Every service's metrics, served together on `/metrics`. */
+  metrics: ParleyMetrics;
+  /** The process's telemetry, when started with `telemetry` settings. */
+  telemetry: Telemetry | undefined;
   /** A JetStream manager on a service connection (setup work: inboxes, inspection). */
   jsm: JetStreamManager;
   /**
@@ -74,7 +91,7 @@ export interface Standalone {
    * Services reconnect by themselves.
    */
   restartNats(options?: { kill?: boolean }): Promise<void>;
-  /** Stops services, drains connections, stops nats-server. */
+  /** Stops services, drains connections, stops nats-server, flushes telemetry. */
   stop(): Promise<void>;
 }
 
@@ -134,6 +151,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
+  // One registry for every service in the process: one /metrics shows them all.
+  const metrics = createMetrics();
+  let telemetry: Telemetry | undefined;
   let jsm: JetStreamManager | undefined;
 
   const stop = async () => {
@@ -142,9 +162,22 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     await Promise.allSettled(connections.map((nc) => nc.drain()));
     await http?.close();
     await nats?.stop();
+    await telemetry?.shutdown();
   };
 
   try {
+    if (o.telemetry) {
+      telemetry = await startTelemetry({
+        config: o.telemetry,
+        serviceName: 'parley-standalone',
+        log,
+        ...(o.telemetryBatch ? { batch: o.telemetryBatch } : {}),
+      });
+    }
+    const observe = (name: string) => ({
+      ...(telemetry ? { tracer: telemetry.tracer(name) } : {}),
+      metrics,
+    });
     const connectAs = async (name: string) => {
       const creds = await mintServiceCreds(keys, name);
       const nc = await connectNats({
@@ -175,11 +208,13 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const registry = createRegistryService({
       nc: await connectAs('registry'),
       log,
+      ...observe('registry'),
       ...(o.backbone ? { backbone: o.backbone } : {}),
     });
     const governance = createGovernanceService({
       nc: await connectAs('governance'),
       log,
+      ...observe('governance'),
       config: {
         PARLEY_ACCOUNT_PUBLIC_KEY: pub.account,
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
@@ -190,6 +225,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const rooms = createRoomsService({
       nc: await connectAs('rooms'),
       log,
+      ...observe('rooms'),
       config: roomsDefaults({
         PARLEY_REPLICA_ID: 'standalone',
         ...(o.backbone?.partitions ? { PARLEY_PARTITIONS: o.backbone.partitions } : {}),
@@ -209,6 +245,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         nats: () => (nats === undefined || nats.pid !== undefined) && !setup.isClosed(),
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
       },
+      metrics,
     });
     await http.listen({ host, port: o.httpPort });
   } catch (err) {
@@ -224,6 +261,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       return nats;
     },
     services,
+    metrics,
+    telemetry,
     jsm,
     async restartNats({ kill = false } = {}) {
       if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
