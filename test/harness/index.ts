@@ -66,6 +66,8 @@ export interface TestServer {
   connect(opts?: Partial<NodeConnectionOptions> & { creds?: string }): Promise<NatsConnection>;
   /** SIGKILL node `i` (its data stays). */
   kill9(i?: number): Promise<void>;
+  /** SIGTERM node `i` (a graceful stop; its data stays). */
+  stopNode(i: number): Promise<void>;
   /** Starts node `i` again with the same ports and data. */
   restart(i?: number): Promise<void>;
   /** Index of the node that leads stream `name`'s Raft group (cluster only). */
@@ -211,6 +213,10 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
     connect: connectTo,
     async kill9(i = 0) {
       await procs[i]?.kill9();
+      procs[i] = undefined;
+    },
+    async stopNode(i) {
+      await procs[i]?.stop(10_000);
       procs[i] = undefined;
     },
     async restart(i = 0) {

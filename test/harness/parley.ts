@@ -117,7 +117,19 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         await rm(home, { recursive: true, force: true });
       },
     };
-    return Object.assign(Object.create(running) as Standalone, extra);
+    // On a cluster, "NATS restarts" means every node goes down and comes back with its data.
+    const restartCluster = async ({ kill = false } = {}) => {
+      for (let i = 0; i < (cluster?.urls.length ?? 0); i++) {
+        if (kill) await cluster?.kill9(i);
+        else await cluster?.stopNode(i);
+      }
+      for (let i = 0; i < (cluster?.urls.length ?? 0); i++) await cluster?.restart(i);
+    };
+    return Object.assign(
+      Object.create(running) as Standalone,
+      extra,
+      cluster ? { restartNats: restartCluster } : {},
+    );
   } catch (err) {
     await parley?.stop();
     await cluster?.stop();
