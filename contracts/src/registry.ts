@@ -334,6 +334,18 @@ export const registryApi = {
     request: named('CheckManageRequest', z.object({ actor: PrincipalId, participant: ParticipantId })),
     response: ParticipantInfo,
   }),
+  describeParticipant: defineApi({
+    service: 'registry',
+    method: 'describeParticipant',
+    summary:
+      'Services only: what the registry knows of a participant (kind, name, org, owner). With `viewer`, NOT_FOUND unless the viewer may see it (the rules of discovery).',
+    access: 'service',
+    request: named(
+      'DescribeParticipantRequest',
+      z.object({ participant: ParticipantId, viewer: ParticipantId.optional() }),
+    ),
+    response: ParticipantInfo,
+  }),
   presence: defineApi({
     service: 'registry',
     method: 'presence',

@@ -1,8 +1,8 @@
 import * as z from 'zod';
 import { defineApi } from './api.js';
-import { ParticipantId, PrincipalId, RoomId } from './ids.js';
+import { MessageId, ParticipantId, PrincipalId, RoomId } from './ids.js';
 import { limits } from './limits.js';
-import { RoomMessage } from './messages.js';
+import { Provenance, RoomMessage } from './messages.js';
 import { named } from './registry-of-schemas.js';
 
 /** A member's role: owners manage the room, members talk, observers only read. */
@@ -250,6 +250,48 @@ export const roomsApi = {
       z.object({
         entries: z.array(HistoryEntry),
         more: z.boolean().describe('True when more entries exist in the same direction.'),
+      }),
+    ),
+  }),
+  notify: defineApi({
+    service: 'rooms',
+    method: 'notify',
+    summary:
+      'Services only: append a notice for one participant to its notice room (a room with it as the only member, created on first use), so it arrives in its inbox in order, durably, and stays in history.',
+    access: 'service',
+    request: named(
+      'NotifyRequest',
+      z.object({
+        to: ParticipantId,
+        text: z.string().min(1).max(4000),
+        data: z.record(z.string(), z.unknown()).describe('The data part; `event` names what it is.'),
+        key: z
+          .string()
+          .regex(/^[A-Za-z0-9_:.-]{1,200}$/)
+          .describe('Idempotency key: a retry with the same key is stored once (2 minute window).'),
+        provenance: Provenance.optional().describe('Label text that came from another participant.'),
+      }),
+    ),
+    response: named(
+      'NotifyResponse',
+      z.object({ room: RoomId, roomSeq: z.int().min(1), id: MessageId, duplicate: z.boolean() }),
+    ),
+  }),
+  contactRevoked: defineApi({
+    service: 'rooms',
+    method: 'contactRevoked',
+    summary:
+      'Services only (consent): `a` and `b` stopped being contacts; in every open room where one was invited by the other, apply the room’s onContactRevoked policy (stay, marked; or remove).',
+    access: 'service',
+    request: named(
+      'ContactRevokedRequest',
+      z.object({ a: ParticipantId, b: ParticipantId, by: PrincipalId }),
+    ),
+    response: named(
+      'ContactRevokedResponse',
+      z.object({
+        marked: z.array(z.object({ room: RoomId, member: ParticipantId })),
+        removed: z.array(z.object({ room: RoomId, member: ParticipantId })),
       }),
     ),
   }),

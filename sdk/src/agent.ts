@@ -4,13 +4,17 @@ import {
   type ApiMethod,
   type ApiRequest,
   type ApiResponse,
+  defaultTracer,
   type RoomMessage,
   registryApi,
   request,
   streams,
+  subjects,
+  type Tracer,
   type WhoAmI,
 } from '@parley/contracts';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
+import { Contacts } from './contacts.js';
 import {
   type Delivery,
   type DeliveryEngine,
@@ -20,6 +24,7 @@ import {
 } from './delivery.js';
 import { Directory } from './directory.js';
 import { PresenceReporter } from './presence.js';
+import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
 
 /** Options of {@link Agent.call}. */
@@ -32,6 +37,11 @@ export interface CallOptions {
 export interface AgentOptions extends ConnectOptions {
   /** How deliveries are handled; see {@link DeliveryOptions}. */
   delivery?: DeliveryOptions;
+  /**
+   * The OpenTelemetry tracer for this agent's spans (send, delivery, tool calls, API calls).
+   * @default the globally registered provider's, which does nothing when no OTel SDK is set up
+   */
+  tracer?: Tracer;
 }
 
 /**
@@ -41,6 +51,11 @@ export interface AgentOptions extends ConnectOptions {
 export class Agent {
   /** The participant id (`agt_…` or `usr_…`). */
   readonly id: string;
+  readonly #tracer: Tracer | undefined;
+  /** The tracer of this agent's spans: the one given to {@link connect}, else the global one. */
+  get tracer(): Tracer | undefined {
+    return this.#tracer ?? defaultTracer();
+  }
   /** The underlying NATS connection. */
   readonly nc: NatsConnection;
   /** Discovery, cards and the inventory (registry). */
@@ -49,17 +64,24 @@ export class Agent {
   readonly presence: PresenceReporter;
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
+  /** Contacts: ask for consent, answer, block, revoke, list. */
+  readonly contacts: Contacts;
+  /** @internal replies of the send path */
+  readonly replies: ReplyMux;
   readonly #deliveryOptions: DeliveryOptions;
   #engine: DeliveryEngine | undefined;
   #listening: Promise<void> | undefined;
 
   /** @internal use {@link connect} */
-  constructor(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions } = {}) {
+  constructor(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions; tracer?: Tracer } = {}) {
     this.nc = nc;
     this.id = id;
+    this.#tracer = options.tracer;
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
+    this.contacts = new Contacts(this);
+    this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
   }
 
@@ -69,7 +91,10 @@ export class Agent {
     body: ApiRequest<M>,
     options: CallOptions = {},
   ): Promise<ApiResponse<M>> {
-    return request(this.nc, this.id, method, body, options);
+    return request(this.nc, this.id, method, body, {
+      ...options,
+      ...(this.#tracer ? { tracer: this.#tracer } : {}),
+    });
   }
 
   /** Who the registry says this participant is. */
@@ -80,7 +105,9 @@ export class Agent {
   /**
    * Handles deliveries from this participant's inbox: `message` (what others send; own messages
    * only with `includeOwn`), `room_event` (joins, leaves, room changes), `dead_letter` (a message
-   * this participant sent could not be handled by a recipient). The first call starts consuming;
+   * this participant sent could not be handled by a recipient), `contact_request` (someone asks
+   * this participant, or its agent, for contact: `delivery.contactRequest`), `contact_update` (a
+   * request was answered or expired, a contact ended). The first call starts consuming;
    * the handler's promise is awaited before the message is acknowledged, and a throw means
    * "redeliver later" (in order). Await {@link Agent.listening} to know the consumer runs.
    */
@@ -96,8 +123,10 @@ export class Agent {
   }
 
   #ensureEngine(): DeliveryEngine {
-    this.#engine ??= new Engine(this.id, this.#deliveryOptions, (room, after, before) =>
-      this.#backfill(room, after, before),
+    this.#engine ??= new Engine(
+      this.id,
+      { ...this.#deliveryOptions, tracer: this.tracer },
+      (room, after, before) => this.#backfill(room, after, before),
     );
     return this.#engine;
   }
@@ -134,13 +163,17 @@ export class Agent {
     await this.presence.stop();
     await this.#engine?.close();
     if (!this.nc.isClosed()) await this.nc.drain();
+    this.replies.close();
   }
 }
 
 /** Connects as the participant in `creds`. */
 export async function connect(options: AgentOptions): Promise<Agent> {
   const { nc, identity } = await connectWithCreds(options);
-  const agent = new Agent(nc, identity.id, options.delivery ? { delivery: options.delivery } : {});
+  const agent = new Agent(nc, identity.id, {
+    ...(options.delivery ? { delivery: options.delivery } : {}),
+    ...(options.tracer ? { tracer: options.tracer } : {}),
+  });
   if (options.presence !== false) await agent.presence.start(options.presence ?? {});
   return agent;
 }

@@ -13,7 +13,20 @@
  *   engine holds newer ones until those redeliveries arrived (at most two ack waits).
  */
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
-import { headerNames, type RoomMessage, RoomMessage as RoomMessageSchema, roomOf } from '@parley/contracts';
+import {
+  ContactNotice,
+  type ContactRequest,
+  defaultTracer,
+  extractContext,
+  headerNames,
+  otelApi,
+  type RoomMessage,
+  roomOf,
+  runInSpan,
+  startMessagingSpan,
+  type Tracer,
+  traceAttributes,
+} from '@parley/contracts';
 import { handling } from './handling.js';
 
 /** A message handed to a handler. */
@@ -27,10 +40,14 @@ export interface Delivery {
   redelivered: boolean;
   /** True when it was recovered from history after a gap rather than delivered from the inbox. */
   backfilled: boolean;
+  /** For `contact_request` and `contact_update`: the request (answer it with `agent.contacts`). */
+  contactRequest?: ContactRequest;
+  /** For `contact_request` and `contact_update`: the whole notice (what changed, with whom). */
+  contactNotice?: ContactNotice;
 }
 
 /** The kinds of delivery a handler can subscribe to. */
-export type DeliveryEvent = 'message' | 'room_event' | 'dead_letter';
+export type DeliveryEvent = 'message' | 'room_event' | 'dead_letter' | 'contact_request' | 'contact_update';
 
 /** Where an agent keeps, across restarts, the last room position it handled per room. */
 export interface CursorStore {
@@ -50,6 +67,8 @@ export interface DeliveryOptions {
   backoffMs?: (deliveryCount: number) => number;
   /** Called with errors of the engine itself (never thrown at the caller). */
   onError?: (err: unknown) => void;
+  /** @internal the agent's tracer */
+  tracer?: Tracer | undefined;
 }
 
 type Handler = (d: Delivery) => unknown;
@@ -62,6 +81,7 @@ interface Lane {
 }
 
 const SEEN_CAPACITY = 20_000;
+const decoder = new TextDecoder();
 
 /** Runs handlers for one participant's inbox. */
 export class DeliveryEngine {
@@ -145,6 +165,13 @@ export class DeliveryEngine {
     }
     // Keep the lane ordered by inbox sequence; a redelivery replaces a copy we still hold.
     const q = lane.queue;
+    const last = q.at(-1);
+    if (!last || last.seq < m.seq) {
+      // The usual case: in order.
+      q.push(m);
+      this.#pump(lane);
+      return;
+    }
     const i = q.findIndex((x) => x.seq >= m.seq);
     if (i === -1) q.push(m);
     else if (q[i]?.seq === m.seq) q[i] = m;
@@ -201,7 +228,10 @@ export class DeliveryEngine {
     }
     let message: RoomMessage;
     try {
-      message = RoomMessageSchema.parse(JSON.parse(new TextDecoder().decode(m.data)));
+      // Only the fan-out writes inboxes, forwarding what the ingress validated: parsing is enough.
+      message = JSON.parse(decoder.decode(m.data)) as RoomMessage;
+      if (typeof message?.id !== 'string' || !Array.isArray(message.parts))
+        throw new Error('not a Parley message');
     } catch (err) {
       // Not a Parley message: it can never be handled, so it is not retried.
       m.term();
@@ -218,13 +248,32 @@ export class DeliveryEngine {
         return;
       }
       if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
-      await this.#dispatch({
+      // A consumer span per delivery, child of the fan-out's producer span for this recipient; the
+      // handler runs inside it, so what it sends and the tools it calls join the same trace.
+      const parent = extractContext(m.headers, otelApi?.ROOT_CONTEXT);
+      const span = startMessagingSpan(this.options.tracer ?? defaultTracer(), {
+        operation: 'process',
+        destination: m.subject,
+        target: 'inbox',
+        bodySize: m.data.length,
+        parent,
+        attributes: {
+          [traceAttributes.roomId]: room,
+          [traceAttributes.roomSeq]: roomSeq,
+          [traceAttributes.messageId]: message.id,
+          [traceAttributes.sender]: message.sender.id,
+          [traceAttributes.recipient]: this.self,
+          [traceAttributes.deliveryCount]: m.info.deliveryCount,
+        },
+      });
+      const delivery: Delivery = {
         message,
         room,
         roomSeq,
         redelivered: m.info.deliveryCount > 1,
         backfilled: false,
-      });
+      };
+      await (span ? runInSpan(span, () => this.#dispatch(delivery), parent) : this.#dispatch(delivery));
       await this.options.cursorStore?.set(room, roomSeq);
       m.ack();
       done();
@@ -261,13 +310,24 @@ export class DeliveryEngine {
 
   async #dispatch(d: Delivery): Promise<void> {
     const kind = d.message.kind;
+    const data = kind === 'system' ? d.message.parts.find((p) => p.type === 'data')?.data : undefined;
+    const notice = data?.event === 'contact_request' || data?.event === 'contact_update';
     const event: DeliveryEvent =
       kind === 'membership' || kind === 'room'
         ? 'room_event'
-        : kind === 'system' &&
-            d.message.parts.some((p) => p.type === 'data' && p.data.event === 'dead_letter')
+        : data?.event === 'dead_letter'
           ? 'dead_letter'
-          : 'message';
+          : notice
+            ? (data.event as DeliveryEvent)
+            : 'message';
+    if (notice) {
+      // A notice from the consent service (its notice room): hand over the request it is about.
+      const parsed = ContactNotice.safeParse(data);
+      if (parsed.success) {
+        d.contactNotice = parsed.data;
+        if (parsed.data.request) d.contactRequest = parsed.data.request;
+      }
+    }
     if (event === 'message' && d.message.sender.id === this.self && !this.options.includeOwn) return;
     const handlers = this.#handlers.get(event);
     if (!handlers?.length) return;

@@ -1,3 +1,4 @@
+import type { MsgHdrs } from '@nats-io/transport-node';
 import {
   type DeliveryFilter,
   decodeReply,
@@ -5,6 +6,7 @@ import {
   HANDOFF_MEDIA_TYPE,
   Handoff,
   type HistoryEntry,
+  injectContext,
   isParleyError,
   type MemberRole,
   newId,
@@ -16,11 +18,13 @@ import {
   type RoomMember,
   type RoomPolicy,
   type RoomSummary,
-  requestFailure,
   roomsApi,
+  runInSpan,
   SendReply,
   type SendRequest,
+  startMessagingSpan,
   subjects,
+  traceAttributes,
 } from '@parley/contracts';
 import type * as z from 'zod';
 import type { Agent } from './agent.js';
@@ -141,20 +145,44 @@ export class RoomHandle {
   }
 }
 
+/**
+ * One producer span around the whole send (retries included); its context travels in the request
+ * headers, so the ingress, the fan-out and every delivery join the sender's trace.
+ */
 async function sendWithRetry(agent: Agent, req: SendRequest, deadlineMs: number): Promise<SendReply> {
   const subject = subjects.send(agent.id);
-  const deadline = Date.now() + deadlineMs;
   const body = encodeJson(req);
+  const span = startMessagingSpan(agent.tracer, {
+    operation: 'send',
+    destination: subject,
+    target: 'room',
+    bodySize: body.length,
+    attributes: { [traceAttributes.roomId]: req.room, [traceAttributes.sender]: agent.id },
+  });
+  const send = async () => {
+    const reply = await retrying(agent, subject, body, injectContext(), deadlineMs);
+    span?.setAttributes({ [traceAttributes.messageId]: reply.id, [traceAttributes.roomSeq]: reply.roomSeq });
+    return reply;
+  };
+  return span ? runInSpan(span, send) : send();
+}
+
+async function retrying(
+  agent: Agent,
+  subject: string,
+  body: Uint8Array,
+  headers: MsgHdrs | undefined,
+  deadlineMs: number,
+): Promise<SendReply> {
+  const deadline = Date.now() + deadlineMs;
   for (let attempt = 0; ; attempt++) {
     try {
-      let reply: ReplyMsg;
-      try {
-        reply = await agent.nc.request(subject, body, {
-          timeout: Math.max(500, Math.min(5_000, deadline - Date.now())),
-        });
-      } catch (err) {
-        throw requestFailure(err, subject);
-      }
+      const reply: ReplyMsg = await agent.replies.request(
+        subject,
+        body,
+        Math.max(500, Math.min(5_000, deadline - Date.now())),
+        headers,
+      );
       return decodeReply(SendReply, reply, 'send reply');
     } catch (err) {
       const retryable = isParleyError(err) && RETRYABLE.has(err.code);

@@ -62,3 +62,50 @@ export async function windowed(
   };
   await Promise.all(Array.from({ length: Math.min(window, count) }, worker));
 }
+
+/** CPU seconds (user + system) a process has used so far (Linux), or undefined. */
+export function cpuSeconds(pid: number | undefined): number | undefined {
+  if (!pid) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU seconds each named process spends while `fn` runs, and the wall time. */
+export async function cpuDuring<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>) {
+  const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid) ?? 0]));
+  const t0 = performance.now();
+  const result = await fn();
+  const wall = (performance.now() - t0) / 1000;
+  const cpu = Object.fromEntries(
+    Object.entries(pids).map(([k, pid]) => [
+      k,
+      Math.round(((cpuSeconds(pid) ?? 0) - (before[k] ?? 0)) * 100) / 100,
+    ]),
+  );
+  return { result, wall: Math.round(wall * 100) / 100, cpu };
+}
+
+/**
+ * Runs `fn` under the V8 CPU profiler of this process when `dir` is set, writing
+ * `<dir>/<name>.cpuprofile` (open it in Chrome DevTools).
+ */
+export async function profiled<T>(dir: string | undefined, name: string, fn: () => Promise<T>): Promise<T> {
+  if (!dir) return fn();
+  const { Session } = await import('node:inspector/promises');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await fn();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(`${dir}/${name}.cpuprofile`, JSON.stringify(profile));
+    session.disconnect();
+  }
+}

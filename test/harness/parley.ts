@@ -1,11 +1,11 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
-import { type BackboneOptions, newId } from '@parley/contracts';
-import { mintParticipantCreds, mintServiceCreds, publicKeys } from '@parley/governance';
-import { ensureInboxConsumer, type Logger, silentLogger } from '@parley/kit';
+import type { ConsentConfig } from '@parley/consent';
+import { type BackboneOptions, registryApi, request, subjects } from '@parley/contracts';
+import { mintServiceCreds } from '@parley/governance';
+import { type Logger, silentLogger } from '@parley/kit';
 import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';
 import {
@@ -20,8 +20,9 @@ import { startServer, type TestServer } from './index.js';
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
 export interface TestParley extends Standalone {
   /**
-   * A new participant with an inbox and creds, without going through the registry (the rooms
-   * service only needs the inbox consumer). Tests of the registry use its API instead.
+   * A new participant registered through the registry by the local admin: an agent owned by the
+   * admin (so any two of them share an owner and need no contact request), or a human in the local
+   * org. Tests of the registry and of consent create their own orgs, people and agents.
    */
   participant(kind?: 'agent' | 'user'): Promise<{ id: string; creds: string }>;
   /** Connects a participant with the SDK (closed by `destroy`). */
@@ -38,6 +39,7 @@ export interface TestParley extends Standalone {
 export interface StartParleyOptions {
   backbone?: BackboneOptions;
   rooms?: Partial<RoomsConfig>;
+  consent?: Partial<ConsentConfig>;
   log?: Logger;
   /** `OTEL_*` settings, e.g. `loadTelemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })`. */
   telemetry?: StandaloneOptions['telemetry'];
@@ -76,6 +78,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       ...(backbone ? { backbone } : {}),
       ...(options.rooms ? { rooms: options.rooms } : {}),
       ...(cluster ? { natsServers: cluster.urls } : {}),
+      ...(options.consent ? { consent: options.consent } : {}),
       ...(options.telemetry ? { telemetry: options.telemetry } : {}),
       ...(options.telemetryBatch ? { telemetryBatch: options.telemetryBatch } : {}),
     });
@@ -83,26 +86,30 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     const keys = running.home.keys;
     const serviceCreds = async (name = 'test') => (await mintServiceCreds(keys, name)).creds;
     const servers = running.natsUrl.split(',');
+    const adminId = running.home.state.admin.id;
     const admin = await natsConnect({
       servers,
-      authenticator: credsAuthenticator(new TextEncoder().encode(await serviceCreds())),
+      authenticator: credsAuthenticator(await readFile(running.home.paths.adminCreds)),
+      inboxPrefix: subjects.replyPrefix(adminId),
       noAsyncTraces: true,
     });
-    const jsm = await jetstreamManager(admin);
+    let made = 0;
     const agents: Agent[] = [];
     // Delegate to the running backbone (not a copy: `nats` changes when it is restarted).
     const extra: Omit<TestParley, keyof Standalone> = {
       ...(cluster ? { cluster } : {}),
       serviceCreds,
       async participant(kind = 'agent') {
-        const id = newId(kind);
-        await ensureInboxConsumer(jsm, id, backbone ?? {});
-        const { creds } = await mintParticipantCreds(
-          keys.participantSigningSeed,
-          publicKeys(keys).account,
-          id,
-        );
-        return { id, creds };
+        const name = `participant-${++made}-${Date.now().toString(36)}`;
+        if (kind === 'user') {
+          const r = await request(admin, adminId, registryApi.createUser, {
+            name,
+            org: running.home.state.org.id,
+          });
+          return { id: r.user.id, creds: r.credentials.creds };
+        }
+        const r = await request(admin, adminId, registryApi.createAgent, { card: { name } });
+        return { id: r.agent.id, creds: r.credentials.creds };
       },
       async connect(creds, opts = {}) {
         const agent = await connect({ ...opts, servers, creds });

@@ -9,10 +9,12 @@
 import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { registerAgentCommands } from './commands/agent.js';
+import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerOrgCommands } from './commands/org.js';
 import { registerRoomCommands } from './commands/rooms.js';
+import { registerTraceCommands } from './commands/trace.js';
 import { registerUserCommands } from './commands/user.js';
 import { createContext, type Io } from './context.js';
 
@@ -44,6 +46,8 @@ export function buildProgram(
   registerAgentCommands(program, ctx);
   registerDiscoverCommands(program, ctx);
   registerRoomCommands(program, ctx);
+  registerContactCommands(program, ctx);
+  registerTraceCommands(program, ctx);
   return program;
 }
 

@@ -423,6 +423,19 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
       return { id: u.id, kind: 'human', name: u.name, org: u.org, role: u.role };
     }),
 
+    bind(registryApi.describeParticipant, async (req, ctx): Promise<ParticipantInfo> => {
+      const v = await viewerOf(req.viewer ?? ctx.caller).catch(() => {
+        throw notFound(req.participant);
+      });
+      if (req.participant.startsWith('agt_')) {
+        const a = (await visibleAgent(v, req.participant)).stored;
+        return { id: a.id, kind: 'agent', name: a.card.name, org: a.org, owner: a.owner };
+      }
+      const u = await loadUser(req.participant);
+      if (!u || !canSeeHuman(v, u)) throw notFound(req.participant);
+      return { id: u.id, kind: 'human', name: u.name, org: u.org, role: u.role };
+    }),
+
     bind(registryApi.presence, async (req, ctx) => {
       const v = await viewerOf(ctx.caller);
       const out: Record<string, ReturnType<PresenceTracker['get']>> = {};

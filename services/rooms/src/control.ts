@@ -22,6 +22,7 @@ import {
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
 import { publishEvent } from '@parley/kit';
+import type { ConsentGate } from './consent.js';
 import type { ParticipantDirectory } from './participants.js';
 import { appendEntry, lastPosition, readLog, systemEntry } from './room-log.js';
 import {
@@ -45,6 +46,8 @@ export interface ControlDeps {
   kv: KV;
   partitions: number;
   participants: ParticipantDirectory;
+  /** Refuses with NO_CONSENT to bring a participant of another owner in without consent. */
+  consent: ConsentGate;
   log: Logger;
 }
 
@@ -151,6 +154,7 @@ export function createControlPlane(deps: ControlDeps) {
       }
       await deps.participants.require(caller);
       for (const m of invited) await deps.participants.require(m);
+      for (const m of invited) await deps.consent(caller, m);
       const id = newId('room');
       const partition = partitionOf(id, deps.partitions);
       const policy = RoomPolicy.parse(req.policy ?? {});
@@ -251,9 +255,11 @@ export function createControlPlane(deps: ControlDeps) {
       }
       if (me.role === 'observer') throw new ParleyError('PERMISSION_DENIED', 'observers may not invite');
       if (r.direct) throw new ParleyError('PERMISSION_DENIED', 'a direct room has exactly two members');
+      if (r.notices) throw new ParleyError('PERMISSION_DENIED', 'a notice room has its participant only');
       const existing = r.members[req.participant];
       if (existing) return toRoomMember(req.participant, existing);
       await deps.participants.require(req.participant);
+      await deps.consent(caller, req.participant);
       return addMember(r, req.participant, caller, req.role, req.delivery);
     },
 
@@ -345,6 +351,44 @@ export function createControlPlane(deps: ControlDeps) {
         deps.log.warn({ err }, 'event not published'),
       );
       return toRoom(room ?? r);
+    },
+
+    /**
+     * `member` and `other` stopped being contacts: in every open room where one brought the other
+     * in, the room's `onContactRevoked` policy applies — `stay` (marked) or `remove`.
+     */
+    async contactRevoked(req: Req<'contactRevoked'>): Promise<Res<'contactRevoked'>> {
+      const out: Res<'contactRevoked'> = { marked: [], removed: [] };
+      for (const [member, other] of [
+        [req.a, req.b],
+        [req.b, req.a],
+      ] as const) {
+        const prefix = `member.${member}.`;
+        const rooms: string[] = [];
+        for await (const k of await kv.keys(keys.memberPrefix(member))) rooms.push(k.slice(prefix.length));
+        for (const id of rooms) {
+          const r = (await readEntry<RoomRecord>(kv, keys.room(id)))?.value;
+          const m = r?.members[member];
+          if (!r || !m || r.closed || m.invitedBy !== other) continue;
+          if (r.policy.onContactRevoked === 'remove') {
+            await dropMember(r, member, req.by, 'removed');
+            out.removed.push({ room: r.id, member });
+            continue;
+          }
+          const mark = `contact with ${other} revoked`;
+          if (m.mark === mark) continue;
+          await changeMembership(
+            r,
+            { change: 'updated', member, role: m.role, delivery: m.delivery, by: req.by, mark },
+            (room) => {
+              const current = room.members[member];
+              if (current) current.mark = mark;
+            },
+          );
+          out.marked.push({ room: r.id, member });
+        }
+      }
+      return out;
     },
 
     async history(req: Req<'history'>, caller: string): Promise<Res<'history'>> {

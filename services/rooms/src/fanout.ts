@@ -26,16 +26,26 @@ import {
 import type { KV } from '@nats-io/kv';
 import { nanos, headers as natsHeaders } from '@nats-io/transport-node';
 import {
+  type Context,
   type DeliveryFilter,
+  extractContext,
   headerNames,
+  injectContext,
   type MemberRole,
   type MembershipChange,
+  otelApi,
   type RoomChange,
+  recordSpanError,
   roomOf,
+  runInSpan,
+  type Span,
+  startMessagingSpan,
   streams,
   subjects,
+  type Tracer,
+  traceAttributes,
 } from '@parley/contracts';
-import { isKvConflict, type Logger } from '@parley/kit';
+import { isKvConflict, type Logger, type ParleyMetrics } from '@parley/kit';
 import { createLeaseManager } from './leases.js';
 import { LruMap } from './lru.js';
 import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
@@ -51,6 +61,8 @@ export interface FanoutOptions {
   leaseTtlMs: number;
   batchSize: number;
   log: Logger;
+  tracer?: Tracer;
+  metrics?: ParleyMetrics;
 }
 
 interface RoomView {
@@ -66,6 +78,7 @@ interface Cursor {
 
 const dec = new TextDecoder();
 const SYSTEM_KINDS = new Set(['membership', 'room', 'system']);
+const FORWARDED_HEADERS = [headerNames.messageId, headerNames.traceparent, headerNames.tracestate];
 
 /** The consumer name of a partition. */
 export const partitionConsumer = (p: number) => `fanout_${p}`;
@@ -179,23 +192,49 @@ export function createFanout(o: FanoutOptions) {
     return { roomSeq: Number(last.header.get(headerNames.roomSeq)) || 0, inboxSeq: last.seq };
   }
 
-  async function deliver(m: JsMsg, recipient: string, room: string): Promise<void> {
+  async function deliver(
+    m: JsMsg,
+    recipient: string,
+    room: string,
+    parent: Context | undefined,
+  ): Promise<void> {
+    const span = startMessagingSpan(o.tracer, {
+      operation: 'send',
+      operationName: 'publish',
+      destination: subjects.inbox(recipient, room),
+      target: 'inbox',
+      bodySize: m.data.length,
+      ...(parent ? { parent } : {}),
+      attributes: {
+        [traceAttributes.recipient]: recipient,
+        [traceAttributes.roomId]: room,
+        [traceAttributes.roomSeq]: m.seq,
+      },
+    });
+    if (!span) return publishInbox(m, recipient, room, undefined);
+    return runInSpan(span, () => publishInbox(m, recipient, room, span), parent);
+  }
+
+  async function publishInbox(
+    m: JsMsg,
+    recipient: string,
+    room: string,
+    span: Span | undefined,
+  ): Promise<void> {
     const key = `${recipient}.${room}`;
     let c = await cursor(recipient, room);
     for (let attempt = 0; ; attempt++) {
       if (m.seq <= c.roomSeq) return; // delivered before (a re-run after a crash)
       if (attempt === 3) throw new Error(`inbox ${key} keeps changing under the fan-out`);
       const h = natsHeaders();
-      for (const name of [
-        headerNames.kind,
-        headerNames.sender,
-        headerNames.messageId,
-        headerNames.traceparent,
-        headerNames.tracestate,
-      ]) {
+      // Only what a recipient needs before parsing the body (its id, for de-duplication) and the
+      // trace context; every header is encoded once per recipient.
+      for (const name of FORWARDED_HEADERS) {
         const value = m.headers?.get(name);
         if (value) h.set(name, value);
       }
+      // This recipient's producer span becomes the delivery's parent (when this process traces).
+      if (span) injectContext(h);
       h.set(headerNames.roomSeq, String(m.seq));
       if (c.roomSeq > 0) h.set(headerNames.prevSeq, String(c.roomSeq));
       h.set(headerNames.msgId, `${m.seq}:${recipient}`);
@@ -205,6 +244,7 @@ export function createFanout(o: FanoutOptions) {
         const next = { roomSeq: m.seq, inboxSeq: ack.seq };
         if (!ack.duplicate) {
           cursors.set(key, next);
+          o.metrics?.observeDelivery((Date.now() - m.info.timestampNanos / 1e6) / 1000);
           return;
         }
         // Stored before (within the dedupe window): our cursor is behind; read it again.
@@ -237,9 +277,22 @@ export function createFanout(o: FanoutOptions) {
   async function handleBatch(batch: JsMsg[]): Promise<void> {
     const chains = new Map<string, Promise<void>>();
     const touched = new Map<string, RoomView>();
+    const spans: Span[] = [];
     for (const m of batch) {
       const room = roomOf(m.subject);
       const v = await view(room);
+      // One consumer span per room-log entry, child of the ingress span that stored it.
+      const span = startMessagingSpan(o.tracer, {
+        operation: 'process',
+        operationName: 'fanout',
+        destination: m.subject,
+        target: 'room',
+        bodySize: m.data.length,
+        parent: extractContext(m.headers, otelApi?.ROOT_CONTEXT),
+        attributes: { [traceAttributes.roomId]: room, [traceAttributes.roomSeq]: m.seq },
+      });
+      const parent = span && otelApi ? otelApi.trace.setSpan(otelApi.ROOT_CONTEXT, span) : undefined;
+      if (span) spans.push(span);
       const kind = m.headers?.get(headerNames.kind) ?? 'message';
       if (kind === 'membership' || kind === 'room') {
         const body = JSON.parse(dec.decode(m.data)) as {
@@ -255,14 +308,29 @@ export function createFanout(o: FanoutOptions) {
         // different subjects go out in parallel.
         chains.set(
           key,
-          (chains.get(key) ?? Promise.resolve()).then(() => deliver(m, r, room)),
+          (chains.get(key) ?? Promise.resolve()).then(() => deliver(m, r, room, parent)),
         );
       }
     }
-    await Promise.all(chains.values());
+    try {
+      await Promise.all(chains.values());
+    } catch (err) {
+      for (const span of spans) recordSpanError(span, err);
+      o.metrics?.recordMessage('failed', 'UNAVAILABLE', batch.length);
+      throw err;
+    } finally {
+      for (const span of spans) span.end();
+    }
     for (const [room, v] of touched) if (v.dirty) await persistView(room, v);
     const last = batch.at(-1);
-    if (last) last.ack();
+    if (last) {
+      last.ack();
+      o.metrics?.recordMessage('fanned_out', 'OK', batch.length);
+      o.metrics?.setFanoutLag(Number(last.subject.split('.')[2]), {
+        messages: last.info.pending,
+        seconds: Math.max(0, (Date.now() - last.info.timestampNanos / 1e6) / 1000),
+      });
+    }
   }
 
   function startWorker(p: number) {
@@ -339,7 +407,7 @@ export function createFanout(o: FanoutOptions) {
     ttlMs: o.leaseTtlMs,
     log,
     callbacks: {
-      async acquired(p) {
+      acquired(p) {
         workers.set(p, startWorker(p));
       },
       async released(p) {

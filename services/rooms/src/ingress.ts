@@ -9,18 +9,27 @@ import type { Msg } from '@nats-io/transport-node';
 import {
   callerOf,
   decodeJson,
+  type ErrorCode,
   encodeJson,
+  extractContext,
   headerNames,
   isParticipantId,
   newId,
+  otelApi,
   ParleyError,
   type RoomMessage,
+  runInSpan,
   SendRequest,
   type SendRequestParsed,
+  type Span,
+  startMessagingSpan,
   streams,
+  type Tracer,
+  traceAttributes,
+  traceFieldsOf,
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { type MicroService, respondError, toParleyError } from '@parley/kit';
+import { type MicroService, type ParleyMetrics, respondError, toParleyError } from '@parley/kit';
 import type { PolicyCache } from './policy-cache.js';
 import type { RoomCache } from './room-cache.js';
 import { entryHeaders, senderOf } from './room-log.js';
@@ -51,6 +60,8 @@ export interface IngressDeps {
   jsm: JetStreamManager;
   rooms: RoomCache;
   policy: PolicyCache;
+  tracer?: Tracer;
+  metrics?: ParleyMetrics;
   /** Checks run in order after membership; see {@link SendGuard}. */
   guards?: SendGuard[];
   log: Logger;
@@ -60,6 +71,25 @@ export interface IngressDeps {
 
 const dec = new TextDecoder();
 const TRACEPARENT = /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/;
+/** Refusals that are policy decisions (counted as denials by reason). */
+const DENIALS = new Set<ErrorCode>([
+  'SUSPENDED',
+  'REVOKED',
+  'RATE_LIMITED',
+  'BUDGET_EXCEEDED',
+  'HOP_LIMIT',
+  'ROOM_PAUSED',
+  'PERMISSION_DENIED',
+  'NO_CONSENT',
+]);
+
+/** The sender's trace context as sent, when this process propagates none itself. */
+function requestTrace(msg: Msg): RoomMessage['trace'] {
+  const traceparent = msg.headers?.get(headerNames.traceparent);
+  if (!traceparent || !TRACEPARENT.test(traceparent)) return undefined;
+  const tracestate = msg.headers?.get(headerNames.tracestate);
+  return { traceparent, ...(tracestate ? { tracestate } : {}) };
+}
 
 /** Serves `parley.in.*.send` on `micro`. */
 export function serveIngress(micro: MicroService, deps: IngressDeps): void {
@@ -80,7 +110,33 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
   }
 
   async function handle(msg: Msg): Promise<string | undefined> {
+    // A server span per send, child of the sender's span; the stored message carries this span's
+    // context, so the fan-out and every delivery continue the same trace.
+    const parent = extractContext(msg.headers, otelApi?.ROOT_CONTEXT);
+    const span = startMessagingSpan(deps.tracer, {
+      operation: 'process',
+      destination: msg.subject,
+      target: 'send',
+      bodySize: msg.data.length,
+      parent,
+      ...(otelApi ? { kind: otelApi.SpanKind.SERVER } : {}),
+    });
     try {
+      const duplicate = await runInSpan(span, () => accept(msg, span), parent);
+      deps.metrics?.recordMessage(duplicate ? 'duplicate' : 'accepted', 'OK');
+      return undefined;
+    } catch (err) {
+      const e = toParleyError(err, log);
+      respondError(msg, e);
+      deps.metrics?.recordMessage('refused', e.code);
+      if (DENIALS.has(e.code)) deps.metrics?.recordDenial(e.code);
+      return `${e.code}: ${e.message}`;
+    }
+  }
+
+  /** Validates, checks, stamps and stores one send, and replies; resolves whether it was a retry. */
+  async function accept(msg: Msg, span: Span | undefined): Promise<boolean> {
+    {
       const sender = callerOf(msg.subject);
       if (!isParticipantId(sender))
         throw new ParleyError('UNAUTHENTICATED', `${sender} is not a participant`);
@@ -97,8 +153,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         const facts = await guard.admit({ sender, request: req, room: r });
         if (facts) stamped = { ...stamped, ...facts };
       }
-      const traceparent = msg.headers?.get(headerNames.traceparent);
-      const tracestate = msg.headers?.get(headerNames.tracestate);
+      const trace = traceFieldsOf() ?? requestTrace(msg);
       const message: RoomMessage = {
         id: newId('message'),
         room: r.id,
@@ -115,10 +170,16 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         ...(req.provenance ? { provenance: req.provenance } : {}),
         ...(req.metadata ? { metadata: req.metadata } : {}),
         ...stamped,
-        ...(traceparent && TRACEPARENT.test(traceparent)
-          ? { trace: { traceparent, ...(tracestate ? { tracestate } : {}) } }
-          : {}),
+        ...(trace ? { trace } : {}),
       };
+      if (span?.isRecording()) {
+        span.setAttributes({
+          [traceAttributes.roomId]: r.id,
+          [traceAttributes.sender]: sender,
+          [traceAttributes.messageId]: message.id,
+          ...(message.onBehalfOf ? { [traceAttributes.onBehalfOf]: message.onBehalfOf.principal } : {}),
+        });
+      }
       const ack = await deps.js
         .publish(`parley.room.${r.partition}.${r.id}`, encodeJson(message), {
           msgID: `${sender}:${req.clientMsgId}`,
@@ -141,14 +202,11 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         const stored = await deps.jsm.direct.getMessage(streams.rooms, { seq: ack.seq });
         id = stored ? (JSON.parse(dec.decode(stored.data)) as RoomMessage).id : id;
       }
+      span?.setAttribute(traceAttributes.roomSeq, ack.seq);
       msg.respond(
         encodeJson(ack.duplicate ? { id, roomSeq: ack.seq, duplicate: true } : { id, roomSeq: ack.seq }),
       );
-      return undefined;
-    } catch (err) {
-      const e = toParleyError(err, log);
-      respondError(msg, e);
-      return `${e.code}: ${e.message}`;
+      return ack.duplicate;
     }
   }
 

@@ -46,6 +46,8 @@ export interface RoomRecord {
   /** Participants who left by themselves (they may join again); removed ones are not listed. */
   left: string[];
   lastSeq: number;
+  /** A participant's notice room (notices.ts): it is the only member, nobody can be invited. */
+  notices?: true;
 }
 
 /** One membership interval in log positions; `to` is the position of the leave (inclusive). */

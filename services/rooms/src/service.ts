@@ -12,10 +12,12 @@ import {
   serveApis,
 } from '@parley/kit';
 import type { RoomsConfig } from './config.js';
+import { createConsentGate } from './consent.js';
 import { createControlPlane } from './control.js';
 import { createDeadLetters } from './dlq.js';
 import { createFanout } from './fanout.js';
 import { serveIngress } from './ingress.js';
+import { createNotices } from './notices.js';
 import { createParticipantDirectory } from './participants.js';
 import { createPolicyCache, type PolicyCache } from './policy-cache.js';
 import { createRoomCache, type RoomCache } from './room-cache.js';
@@ -60,7 +62,15 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
         kv: rooms,
         partitions: config.PARLEY_PARTITIONS,
         participants,
+        consent: createConsentGate({ nc: deps.nc, tracer: deps.tracer, metrics: deps.metrics }),
         log,
+      });
+      const notices = createNotices({
+        js,
+        jsm,
+        kv: rooms,
+        partitions: config.PARLEY_PARTITIONS,
+        participants,
       });
       micro = createMicroService(deps.nc, {
         name: 'parley-rooms',
@@ -81,6 +91,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           bind(roomsApi.setMember, (req, ctx) => control.setMember(req, ctx.caller)),
           bind(roomsApi.close, (req, ctx) => control.close(req, ctx.caller)),
           bind(roomsApi.history, (req, ctx) => control.history(req, ctx.caller)),
+          bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
+          bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
         ],
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics },
       );
@@ -93,12 +105,16 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           rooms: cache,
           policy,
           log,
+          ...(deps.tracer ? { tracer: deps.tracer } : {}),
+          ...(deps.metrics ? { metrics: deps.metrics } : {}),
           maxMessageBytes: config.PARLEY_MAX_MESSAGE_BYTES,
           hopLimit: config.PARLEY_HOP_LIMIT,
         });
       }
       if (config.PARLEY_FANOUT) {
         fanout = createFanout({
+          ...(deps.tracer ? { tracer: deps.tracer } : {}),
+          ...(deps.metrics ? { metrics: deps.metrics } : {}),
           js,
           jsm,
           rooms,

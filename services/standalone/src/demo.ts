@@ -1,16 +1,25 @@
 /**
  * The scripted demo `npm start` runs: a planner and a reviewer — two agents with their own minted
  * creds — meet in a room (the local admin is a member, so `npx parley tail` shows it) and exchange a
- * short review of a plan, with a structured handoff.
+ * short review of a plan, with a structured handoff. Then consent: an auditor agent of another
+ * owner (dana, a second person in the local org) finds the reviewer through discovery, is refused a
+ * direct room (they are not contacts), asks for contact, is accepted by the reviewer and invited
+ * into the room, where it speaks.
  */
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type AgentCardInput, registryApi } from '@parley/contracts';
+import { type AgentCardInput, isParleyError, registryApi, type Tracer } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
 import type { Home } from './home.js';
 
-const DemoState = z.object({ planner: z.string(), reviewer: z.string() });
+const DemoState = z.object({
+  planner: z.string(),
+  reviewer: z.string(),
+  /** The auditor's owner and the auditor (absent in demo state written before consent existed). */
+  dana: z.string().optional(),
+  auditor: z.string().optional(),
+});
 
 /** A running demo. */
 export interface Demo {
@@ -24,7 +33,7 @@ function text(d: Delivery): string {
   return d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join(' ');
 }
 
-const cards: Record<'planner' | 'reviewer', AgentCardInput> = {
+const cards: Record<'planner' | 'reviewer' | 'auditor', AgentCardInput> = {
   planner: {
     name: 'planner',
     description: 'Writes rollout plans and asks for reviews.',
@@ -39,45 +48,73 @@ const cards: Record<'planner' | 'reviewer', AgentCardInput> = {
     runtime: 'custom',
     visibility: 'org',
   },
+  auditor: {
+    name: 'auditor',
+    description: 'Audits rollout plans for secrets and permissions.',
+    skills: [{ id: 'security-audit', name: 'Security audit', tags: ['security', 'plans'] }],
+    runtime: 'custom',
+    visibility: 'org',
+  },
+};
+
+type DemoIds = z.infer<typeof DemoState> & {
+  dana: string;
+  auditor: string;
+  creds: Record<'planner' | 'reviewer' | 'auditor', string>;
 };
 
 /**
- * The demo agents are registered like any other (card, inbox, their own minted creds) by the local
- * admin, once; later starts reuse them.
+ * The demo agents are registered like any other (card, inbox, their own minted creds), once; later
+ * starts reuse them. The planner and the reviewer belong to the local admin; the auditor to dana, a
+ * second person the admin adds to the local org, so consent is needed between it and the others.
  */
-async function demoAgents(
-  home: Home,
-  admin: Agent,
-): Promise<z.infer<typeof DemoState> & { creds: Record<'planner' | 'reviewer', string> }> {
+async function demoAgents(home: Home, admin: Agent, natsUrl: string): Promise<DemoIds> {
   const statePath = join(home.paths.home, 'demo.json');
   const saved = await readFile(statePath, 'utf8').then(
     (t) => DemoState.parse(JSON.parse(t)),
     () => undefined,
   );
   const path = (name: string) => join(home.paths.credsDir, `${name}.creds`);
-  if (saved) {
-    const known = await Promise.all(
-      (['planner', 'reviewer'] as const).map(
-        async (name) =>
-          (await readFile(path(name), 'utf8').catch(() => '')) !== '' &&
-          (await admin.call(registryApi.getAgent, { agent: saved[name] }).then(
-            () => true,
-            () => false,
-          )),
-      ),
-    );
-    if (known.every(Boolean))
-      return { ...saved, creds: { planner: path('planner'), reviewer: path('reviewer') } };
-  }
-  const ids = { planner: '', reviewer: '' };
-  for (const name of ['planner', 'reviewer'] as const) {
-    const created = await admin.call(registryApi.createAgent, { card: cards[name] });
-    ids[name] = created.agent.id;
-    await writeFile(path(name), created.credentials.creds, { mode: 0o600 });
+  const creds = { planner: path('planner'), reviewer: path('reviewer'), auditor: path('auditor') };
+  const usable = async (name: 'planner' | 'reviewer' | 'auditor', id: string | undefined) =>
+    id !== undefined &&
+    (await readFile(path(name), 'utf8').catch(() => '')) !== '' &&
+    (await admin.call(registryApi.getAgent, { agent: id }).then(
+      () => true,
+      () => false,
+    ));
+  const write = async (name: string, content: string) => {
+    await writeFile(path(name), content, { mode: 0o600 });
     await chmod(path(name), 0o600);
+  };
+  const ids = { planner: saved?.planner ?? '', reviewer: saved?.reviewer ?? '' };
+  if (!saved || !(await usable('planner', saved.planner)) || !(await usable('reviewer', saved.reviewer))) {
+    for (const name of ['planner', 'reviewer'] as const) {
+      const created = await admin.call(registryApi.createAgent, { card: cards[name] });
+      ids[name] = created.agent.id;
+      await write(name, created.credentials.creds);
+    }
   }
-  await writeFile(statePath, `${JSON.stringify(ids, null, 2)}\n`);
-  return { ...ids, creds: { planner: path('planner'), reviewer: path('reviewer') } };
+  let { dana, auditor } = saved ?? {};
+  if (!dana || !auditor || !(await usable('auditor', auditor))) {
+    const person = await admin.call(registryApi.createUser, {
+      name: `dana-${Date.now().toString(36)}`,
+      org: home.state.org.id,
+    });
+    dana = person.user.id;
+    await write('dana', person.credentials.creds);
+    const asDana = await connect({ servers: natsUrl, creds: person.credentials.creds, presence: false });
+    try {
+      const created = await asDana.call(registryApi.createAgent, { card: cards.auditor });
+      auditor = created.agent.id;
+      await write('auditor', created.credentials.creds);
+    } finally {
+      await asDana.close();
+    }
+  }
+  const state = { ...ids, dana, auditor };
+  await writeFile(statePath, `${JSON.stringify(state, null, 2)}\n`);
+  return { ...state, creds };
 }
 
 /** Starts the demo conversation; `out` receives one line per step. */
@@ -85,15 +122,25 @@ export async function startDemo(o: {
   natsUrl: string;
   home: Home;
   out: (line: string) => void;
+  /** Each demo agent's tracer (its own service.name), when telemetry runs. */
+  tracer?: (agent: string) => Tracer;
 }): Promise<Demo> {
   const admin = await connect({ servers: o.natsUrl, creds: o.home.paths.adminCreds, presence: false });
-  const ids = await demoAgents(o.home, admin).finally(() => admin.close());
-  const planner: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.planner });
-  const reviewer: Agent = await connect({ servers: o.natsUrl, creds: ids.creds.reviewer });
-  let done!: () => void;
-  const finished = new Promise<void>((r) => {
-    done = r;
+  const ids = await demoAgents(o.home, admin, o.natsUrl).finally(() => admin.close());
+  const as = (name: 'planner' | 'reviewer' | 'auditor') =>
+    connect({ servers: o.natsUrl, creds: ids.creds[name], ...(o.tracer ? { tracer: o.tracer(name) } : {}) });
+  const planner: Agent = await as('planner');
+  const reviewer: Agent = await as('reviewer');
+  const auditor: Agent = await as('auditor');
+  let reviewed!: () => void;
+  const conversation = new Promise<void>((r) => {
+    reviewed = r;
   });
+  let audited!: () => void;
+  const consentStep = new Promise<void>((r) => {
+    audited = r;
+  });
+  let roomId = '';
 
   reviewer.on('message', async (d) => {
     // Only the plan itself gets a review: a reviewer that answered every message would loop forever.
@@ -114,6 +161,15 @@ export async function startDemo(o: {
       },
     );
   });
+  // The reviewer decides its contact requests (policy agent_decides): the auditor's is welcome.
+  reviewer.on('contact_request', async (d) => {
+    const r = d.contactRequest;
+    if (!r || r.from !== ids.auditor || r.state !== 'pending') return;
+    await reviewer.contacts.accept(r.id);
+    o.out(`demo  reviewer accepts ${r.id}: the auditor and the reviewer are contacts`);
+    o.out(`demo  reviewer invites the auditor into ${roomId}`);
+    await reviewer.rooms.room(roomId).invite(ids.auditor);
+  });
   planner.on('message', async (d) => {
     if (d.message.sender.id !== ids.reviewer) return;
     o.out(`demo  reviewer → planner: ${text(d)}`);
@@ -123,24 +179,71 @@ export async function startDemo(o: {
         replyTo: d.message.id,
       });
     o.out('demo  planner → room: Thanks — adding the flag and the canary.');
-    done();
+    reviewed();
   });
-  await Promise.all([planner.listening, reviewer.listening]);
+  auditor.on('room_event', async (d) => {
+    const change = d.message.parts.find((p) => p.type === 'data')?.data;
+    if (d.room !== roomId || change?.change !== 'joined' || change.member !== ids.auditor) return;
+    await auditor.rooms
+      .room(d.room)
+      .send('Auditor here: before the 50% step, check that the canary config holds no secrets.', {
+        mentions: [ids.reviewer],
+      });
+    o.out('demo  auditor → room: before the 50% step, check that the canary config holds no secrets.');
+    audited();
+  });
+  await Promise.all([planner.listening, reviewer.listening, auditor.listening]);
 
   const room = await planner.rooms.create('Review: billing rollout plan', {
     members: [ids.reviewer, o.home.state.admin.id],
   });
+  roomId = room.id;
   o.out(`demo  planner (${ids.planner}) and reviewer (${ids.reviewer}) meet in ${room.id}`);
   await room.send(
     'Plan: 1) deploy billing-v2 next to v1, 2) switch traffic to v2, 3) remove v1 after a week. @reviewer please review.',
     { mentions: [ids.reviewer] },
   );
   o.out('demo  planner → room: Plan: deploy billing-v2, switch traffic, remove v1…');
+
+  const finished = conversation
+    .then(async () => {
+      await askForContact();
+      await consentStep;
+    })
+    .catch((err: unknown) => o.out(`demo  the consent step failed: ${(err as Error).message}`));
+
+  /** The auditor, owned by someone else, finds the reviewer and asks for contact. */
+  async function askForContact(): Promise<void> {
+    const found = await auditor.directory.discover({ skill: 'code-review' });
+    const target = found.agents.find((l) => l.agent.id === ids.reviewer);
+    if (!target) throw new Error('the reviewer is not discoverable');
+    o.out(
+      `demo  auditor (${ids.auditor}, owned by ${ids.dana}) finds ${target.agent.card.name} (${ids.reviewer}) by skill code-review`,
+    );
+    if ((await auditor.contacts.list()).contacts.some((c) => c.with === ids.reviewer)) {
+      o.out('demo  the auditor and the reviewer are contacts since an earlier run');
+      o.out(`demo  reviewer invites the auditor into ${roomId}`);
+      await reviewer.rooms.room(roomId).invite(ids.auditor);
+      return;
+    }
+    try {
+      await auditor.rooms.create('Audit', { members: [ids.reviewer], direct: true });
+    } catch (err) {
+      if (!isParleyError(err, 'NO_CONSENT')) throw err;
+      o.out(
+        `demo  auditor → direct room with the reviewer: refused, ${err.code} (different owners, not contacts)`,
+      );
+    }
+    const reason = 'I audit rollout plans for secrets and permissions; may I join the billing review?';
+    const req = await auditor.contacts.request(ids.reviewer, { reason });
+    o.out(`demo  auditor → reviewer: contact request ${req.id} “${reason}”`);
+  }
+
   return {
     room: room.id,
     finished,
     async stop() {
-      await Promise.allSettled([planner.close(), reviewer.close()]);
+      await Promise.allSettled([planner.close(), reviewer.close(), auditor.close()]);
     },
   };
 }

@@ -75,19 +75,7 @@ out(
 );
 out();
 let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
-if (opts.demo) {
-  demo = await startDemo({ natsUrl: standalone.natsUrl, home, out });
-  await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
-  out();
-}
-out('Try, in another terminal:');
-out(`  curl ${standalone.httpUrl}/healthz`);
-out('  npx parley whoami                       # you are the local admin');
-if (demo) out('  npx parley tail --count 4               # the demo conversation, from your inbox');
-out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
-out();
-out('Ctrl-C stops everything; the next start reuses the keys and data.');
-
+// Signals are handled from here on: the demo may still be running when Ctrl-C comes.
 let stopping = false;
 const shutdown = async (signal: string) => {
   if (stopping) return;
@@ -100,3 +88,24 @@ const shutdown = async (signal: string) => {
 };
 process.on('SIGINT', () => void shutdown('SIGINT'));
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
+if (opts.demo) {
+  const telemetry = standalone.telemetry;
+  demo = await startDemo({
+    natsUrl: standalone.natsUrl,
+    home,
+    out,
+    ...(telemetry?.mode === 'export' ? { tracer: (agent: string) => telemetry.tracer(agent) } : {}),
+  });
+  await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
+  out();
+}
+out('Try, in another terminal:');
+out(`  curl ${standalone.httpUrl}/healthz`);
+out('  npx parley whoami                       # you are the local admin');
+if (demo) {
+  out('  npx parley tail --count 6               # the demo conversation, from your inbox');
+  out(`  npx parley contact list --as ${rel(home.paths.credsDir)}/auditor.creds  # the demo's consent step`);
+}
+out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
+out();
+out('Ctrl-C stops everything; the next start reuses the keys and data.');

@@ -6,6 +6,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { type ConsentConfig, defaultConfig as consentDefaults, createConsentService } from '@parley/consent';
 import { type BackboneOptions, serviceId } from '@parley/contracts';
 import {
   accountSigner,
@@ -65,6 +66,8 @@ export interface StandaloneOptions {
   telemetryBatch?: Parameters<typeof startTelemetry>[0]['batch'];
   /** Rooms service settings (partitions and lease TTL follow `backbone` unless given). */
   rooms?: Partial<RoomsConfig>;
+  /** Consent service settings (e.g. a short request TTL in tests). */
+  consent?: Partial<ConsentConfig>;
   /**
    * NATS servers to use instead of starting nats-server (a test's 3-node cluster). They must run in
    * operator mode with this home's keys; `natsPort` and `natsServerBin` are then unused.
@@ -233,7 +236,14 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         ...o.rooms,
       }),
     });
-    for (const s of [registry, governance, rooms]) {
+    // Consent: contact requests and the check rooms asks before an invite across owners.
+    const consent = createConsentService({
+      nc: await connectAs('consent'),
+      log,
+      ...observe('consent'),
+      config: consentDefaults(o.consent),
+    });
+    for (const s of [registry, governance, rooms, consent]) {
       await s.start();
       services.push(s);
     }

@@ -11,7 +11,7 @@ import { mintServiceCreds } from '@parley/governance';
 import { silentLogger } from '@parley/kit';
 import { runCli } from '@parley/sdk/cli';
 import { freePort, StartupError, startStandalone } from '@parley/standalone';
-import { waitFor } from '@parley/test/harness';
+import { startOtlpReceiver, waitFor } from '@parley/test/harness';
 
 const enc = new TextEncoder();
 const homes: string[] = [];
@@ -38,6 +38,7 @@ describe('standalone backbone', () => {
         registry: true,
         governance: true,
         rooms: true,
+        consent: true,
       });
       assert.equal((await fetch(`${first.httpUrl}/readyz`)).status, 200);
 
@@ -68,9 +69,14 @@ describe('standalone backbone', () => {
       svc.publish('$SRV.PING', undefined, { reply: sub.getSubject() });
       for await (const m of sub) {
         names.add(m.json<{ name: string }>().name);
-        if (names.size === 3) break;
+        if (names.size === 4) break;
       }
-      assert.deepEqual([...names].sort(), ['parley-governance', 'parley-registry', 'parley-rooms']);
+      assert.deepEqual([...names].sort(), [
+        'parley-consent',
+        'parley-governance',
+        'parley-registry',
+        'parley-rooms',
+      ]);
       await svc.close();
       keysBefore = await readFile(first.home.paths.keys, 'utf8');
     } finally {
@@ -159,12 +165,22 @@ describe('the npm start entry point', () => {
       // The demo: planner and reviewer exchange a review, and the admin (a member) can tail it.
       await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', 30_000);
       assert.match(out, /demo {2}reviewer → planner: Review:/);
+      // Consent: an agent of another owner finds the reviewer, is refused, asks, is accepted, joins.
+      await waitFor(() => out.includes('demo  auditor → room:'), 'the consent step', 30_000);
+      assert.match(
+        out,
+        /demo {2}auditor \(agt_\w+, owned by usr_\w+\) finds reviewer \(agt_\w+\) by skill code-review/,
+      );
+      assert.match(out, /demo {2}auditor → direct room with the reviewer: refused, NO_CONSENT/);
+      assert.match(out, /demo {2}auditor → reviewer: contact request creq_\w+ “/);
+      assert.match(out, /demo {2}reviewer accepts creq_\w+: the auditor and the reviewer are contacts/);
+      assert.match(out, /demo {2}reviewer invites the auditor into room_\w+/);
       const lines: string[] = [];
       const code = await runCli(
         [
           'tail',
           '--count',
-          '4',
+          '6',
           '--server',
           `nats://127.0.0.1:${natsPort}`,
           '--as',
@@ -177,6 +193,8 @@ describe('the npm start entry point', () => {
       assert.match(lines[1] ?? '', /: Plan: /);
       assert.match(lines[2] ?? '', /\(handoff\): Review: /);
       assert.match(lines[3] ?? '', /: Thanks /);
+      assert.match(lines[4] ?? '', /agt_\w+ · agt_\w+ joined \(member\)$/);
+      assert.match(lines[5] ?? '', /agt_\w+: Auditor here: /);
       const pidLine = await readFile(join(home, 'nats', 'nats-server.log'), 'utf8');
       const natsPid = Number(pidLine.match(/\[(\d+)\]/)?.[1]);
       assert.ok(natsPid > 0);
@@ -186,6 +204,59 @@ describe('the npm start entry point', () => {
       assert.throws(() => process.kill(natsPid, 0), /ESRCH/, 'nats-server is still running');
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('the npm start entry point with OTEL_EXPORTER_OTLP_ENDPOINT set', () => {
+  it('exports the demo conversation as one trace across the agents and the services', async () => {
+    const receiver = await startOtlpReceiver();
+    const home = await tempHome();
+    const root = resolve(import.meta.dirname, '../../..');
+    const child = spawn(
+      process.execPath,
+      [
+        'services/standalone/src/main.ts',
+        '--home',
+        home,
+        '--nats-port',
+        String(await freePort()),
+        '--http-port',
+        String(await freePort()),
+      ],
+      {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, LOG_LEVEL: 'error', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+      },
+    );
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', 30_000);
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0);
+      const spans = await receiver.waitForSpans(
+        (all) =>
+          all.some((s) => s.service === 'parley-planner') && all.some((s) => s.service === 'parley-reviewer'),
+        { what: 'the demo agents’ spans' },
+      );
+      const plan = spans.find(
+        (s) => s.service === 'parley-planner' && s.name === 'send room' && s.parentSpanId === undefined,
+      );
+      assert.ok(plan, 'the plan starts a trace');
+      const trace = spans.filter((s) => s.traceId === plan.traceId);
+      const services = new Set(trace.map((s) => s.service));
+      for (const s of ['parley-planner', 'parley-reviewer', 'parley-rooms'])
+        assert.ok(services.has(s), `${s} in the trace`);
+      // The review and the thanks are both in it: three sends in one trace.
+      assert.equal(trace.filter((s) => s.name === 'send room').length, 3);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await receiver.close();
     }
   });
 });

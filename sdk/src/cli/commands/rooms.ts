@@ -209,7 +209,12 @@ export function registerRoomCommands(program: Command, ctx: CliContext): void {
             );
             if (o.count !== undefined && ++seen >= o.count) finish();
           };
-          agent.on('message', print).on('room_event', print).on('dead_letter', print);
+          agent
+            .on('message', print)
+            .on('room_event', print)
+            .on('dead_letter', print)
+            .on('contact_request', print)
+            .on('contact_update', print);
           await agent.listening;
           const stop = () => finish();
           process.once('SIGINT', stop);

@@ -1,0 +1,92 @@
+/**
+ * Request/reply for the send path without nats.js's per-request bookkeeping (its request builds an
+ * Error, with a stack trace, for every request it completes). One subscription under the
+ * participant's own reply prefix receives every reply; a map pairs them with their callers.
+ */
+import {
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  nuid,
+  type Subscription,
+} from '@nats-io/transport-node';
+import { ParleyError } from '@parley/contracts';
+
+export class ReplyMux {
+  readonly #pending = new Map<
+    string,
+    { resolve(m: Msg): void; reject(e: unknown): void; timer: NodeJS.Timeout }
+  >();
+  readonly #prefix: string;
+  #sub: Subscription | undefined;
+  #next = 0;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    replyPrefix: string,
+  ) {
+    this.#prefix = `${replyPrefix}.${nuid.next()}`;
+  }
+
+  #subscribe(): void {
+    this.#sub = this.nc.subscribe(`${this.#prefix}.*`, {
+      callback: (err, msg) => {
+        if (err) {
+          for (const p of this.#pending.values()) p.reject(err);
+          return;
+        }
+        const token = msg.subject.slice(this.#prefix.length + 1);
+        const p = this.#pending.get(token);
+        if (!p) return;
+        this.#pending.delete(token);
+        clearTimeout(p.timer);
+        // The server answers a request nobody listens to with a 503 status.
+        if (msg.headers?.code === 503) {
+          p.reject(
+            new ParleyError('UNAVAILABLE', `nothing is serving ${msg.subject}: is Parley running?`, {
+              retryAfterMs: 500,
+            }),
+          );
+        } else p.resolve(msg);
+      },
+    });
+  }
+
+  /** Publishes `data` to `subject` and resolves with the reply, or rejects after `timeoutMs`. */
+  request(subject: string, data: Uint8Array, timeoutMs: number, headers?: MsgHdrs): Promise<Msg> {
+    if (!this.#sub) this.#subscribe();
+    const token = (this.#next++).toString(36);
+    return new Promise<Msg>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(token);
+        reject(new ParleyError('DEADLINE_EXCEEDED', `no reply on ${subject} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pending.set(token, { resolve, reject, timer });
+      try {
+        this.nc.publish(subject, data, {
+          reply: `${this.#prefix}.${token}`,
+          ...(headers ? { headers } : {}),
+        });
+      } catch (err) {
+        clearTimeout(timer);
+        this.#pending.delete(token);
+        reject(
+          new ParleyError('UNAVAILABLE', `cannot publish to ${subject}: ${(err as Error).message}`, {
+            cause: err,
+            retryAfterMs: 500,
+          }),
+        );
+      }
+    });
+  }
+
+  /** Rejects what is pending and stops listening. */
+  close(): void {
+    for (const p of this.#pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(new ParleyError('UNAVAILABLE', 'connection closing'));
+    }
+    this.#pending.clear();
+    this.#sub?.unsubscribe();
+  }
+}
