@@ -228,10 +228,12 @@ describe('reliability: an agent killed -9 mid-stream', () => {
       HANDLER_MS: '3',
     };
     const lines = async () => (await readFile(record, 'utf8').catch(() => '')).split('\n').filter(Boolean);
-    let agent = await startAgentProcess(env);
     const room = await sender.agent.rooms.create('crash', { members: [target.id] });
     const sent: string[] = [];
     for (let i = 0; i < 400; i++) sent.push((await room.send(`n${i}`)).id);
+    // Started once everything is queued, so it is mid-stream whatever the send rate (on a 3-node
+    // cluster sending is slower, and an agent started first kept up and finished before the kill).
+    let agent = await startAgentProcess(env);
     await waitFor(async () => (await lines()).length >= 100, 'the agent to be mid-stream');
     await agent.kill9();
     const atKill = (await lines()).length;

@@ -26,6 +26,7 @@ import {
   type Logger,
   type ParleyMetrics,
   type ParleyService,
+  serverList,
   startTelemetry,
   type Telemetry,
   type TelemetryConfig,
@@ -67,6 +68,11 @@ export interface StandaloneOptions {
   rooms?: Partial<RoomsConfig>;
   /** Consent service settings (e.g. a short request TTL in tests). */
   consent?: Partial<ConsentConfig>;
+  /**
+   * NATS servers to use instead of starting nats-server (a test's 3-node cluster). They must run in
+   * operator mode with this home's keys; `natsPort` and `natsServerBin` are then unused.
+   */
+  natsServers?: string[];
 }
 
 /** A running backbone. */
@@ -74,7 +80,8 @@ export interface Standalone {
   natsUrl: string;
   httpUrl: string;
   home: Home;
-  nats: NatsServerProcess;
+  /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
+  nats: NatsServerProcess | undefined;
   services: ParleyService[];
   /** Every service's metrics, served together on `/metrics`. */
   metrics: ParleyMetrics;
@@ -99,6 +106,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     [o.natsPort, '--nats-port'],
     [o.httpPort, '--http-port'],
   ] as const) {
+    if (o.natsServers && flag === '--nats-port') continue;
     try {
       await checkPortFree(port, host);
     } catch (err) {
@@ -110,8 +118,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       );
     }
   }
-  const bin = o.natsServerBin ?? (await findNatsServer());
-  if (!bin) {
+  const bin = o.natsServers ? undefined : (o.natsServerBin ?? (await findNatsServer()));
+  if (!bin && !o.natsServers) {
     throw new StartupError(
       'nats-server was not found on PATH (or NATS_SERVER_BIN). On Debian/Ubuntu: sudo apt-get install -y nats-server; elsewhere: https://docs.nats.io/running-a-nats-service/introduction/installation',
     );
@@ -125,7 +133,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   });
   await writeFile(paths.operatorJwt, jwts.operator);
   const natsOptions = {
-    bin,
+    bin: bin ?? '',
     configPath: paths.natsConfig,
     logPath: paths.natsLog,
     config: {
@@ -141,8 +149,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       },
     },
   };
-  let nats = await startNatsServer(natsOptions);
-  const natsUrl = nats.url;
+  let nats = o.natsServers ? undefined : await startNatsServer(natsOptions);
+  const natsUrl = nats?.url ?? (o.natsServers ?? []).join(',');
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
@@ -156,7 +164,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       await s.stop().catch((err) => log.warn({ err }, 'service stop failed'));
     await Promise.allSettled(connections.map((nc) => nc.drain()));
     await http?.close();
-    await nats.stop();
+    await nats?.stop();
     await telemetry?.shutdown();
   };
 
@@ -176,7 +184,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const connectAs = async (name: string) => {
       const creds = await mintServiceCreds(keys, name);
       const nc = await connectNats({
-        servers: natsUrl,
+        servers: serverList(natsUrl),
         name: `parley-${name}`,
         principal: serviceId(name),
         creds: new TextEncoder().encode(creds.creds),
@@ -187,7 +195,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     };
     const connectSystem = async () => {
       const nc = await connectNats({
-        servers: natsUrl,
+        servers: serverList(natsUrl),
         name: 'parley-system',
         creds: new TextEncoder().encode((await mintSystemCreds(keys)).creds),
       });
@@ -246,7 +254,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     http = createHealthServer({
       log,
       checks: {
-        nats: () => nats.pid !== undefined && !setup.isClosed(),
+        nats: () => (nats === undefined || nats.pid !== undefined) && !setup.isClosed(),
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
       },
       metrics,
@@ -269,6 +277,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     telemetry,
     jsm,
     async restartNats({ kill = false } = {}) {
+      if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
       if (kill) await nats.kill9();
       else await nats.stop();
       nats = await startNatsServer(natsOptions);
