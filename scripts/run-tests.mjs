@@ -20,8 +20,14 @@ function collect(path, out) {
   return out;
 }
 
-const targets = process.argv.slice(2).filter((a) => !a.startsWith('-'));
-const passThrough = process.argv.slice(2).filter((a) => a.startsWith('-'));
+// --nodes=3: the harness runs startParley() against a 3-node JetStream cluster (PARLEY_TEST_NODES).
+const nodes = process.argv
+  .slice(2)
+  .find((a) => a.startsWith('--nodes='))
+  ?.slice('--nodes='.length);
+const args2 = process.argv.slice(2).filter((a) => !a.startsWith('--nodes='));
+const targets = args2.filter((a) => !a.startsWith('-'));
+const passThrough = args2.filter((a) => a.startsWith('-'));
 const files = (targets.length ? targets : ['contracts', 'sdk', 'services', 'test'])
   .map((t) => resolve(root, t))
   .flatMap((t) => collect(t, []))
@@ -46,6 +52,7 @@ const r = spawnSync(process.execPath, args, {
   env: {
     ...process.env,
     NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --conditions=@parley/source --import tsx`.trim(),
+    ...(nodes ? { PARLEY_TEST_NODES: nodes } : {}),
   },
 });
 process.exit(r.status ?? 1);

@@ -45,7 +45,12 @@ export const eventCatalog: EventDefinition[] = [
   ev('rooms', 'created', 'A room was created.'),
   ev('rooms', 'closed', 'A room was closed.'),
   ev('rooms', 'member.changed', 'Someone joined, left, was removed or changed role/filter.'),
-  ev('rooms', 'paused', 'A room was paused for agents (runaway detector or admin).'),
+  ev(
+    'rooms',
+    'paused',
+    'A room was paused for agents (runaway detector, budget, or a person); data.notify lists the humans told.',
+  ),
+  ev('rooms', 'resumed', 'A paused room was resumed by a human.'),
   ev('rooms', 'dead_letter', 'A delivery went to the DLQ after max deliveries.'),
   ev('consent', 'requested', 'A contact request was made (data.owner: the target’s owner).'),
   ev('consent', 'answered', 'A contact request was accepted, rejected or blocked.'),
@@ -59,6 +64,12 @@ export const eventCatalog: EventDefinition[] = [
   ev('governance', 'suspended', 'An agent was suspended.'),
   ev('governance', 'resumed', 'An agent’s suspension was lifted.'),
   ev('governance', 'budget.exceeded', 'A budget was crossed.'),
+  ev('governance', 'token.revoked', 'A delegation token, or every token of a participant, was revoked.'),
+  ev(
+    'governance',
+    'usage.reported',
+    'A usage report was counted (the usage ledger; Nats-Msg-Id de-duplicates retries).',
+  ),
 ];
 
 /** An audit record on `parley.audit.<domain>` (stream PARLEY_AUDIT, no delete, no purge). */

@@ -1,4 +1,4 @@
-import { encodeTime, ulid } from 'ulid';
+import { decodeTime, encodeTime, ulid } from 'ulid';
 import * as z from 'zod';
 import { named } from './registry-of-schemas.js';
 
@@ -154,4 +154,15 @@ export function isServiceId(id: string): boolean {
 /** The service id for a service name: `serviceId('rooms')` → `svc_rooms`. */
 export function serviceId(name: string): ServiceId {
   return ServiceId.parse(`svc_${name}`);
+}
+
+/**
+ * When an id was made (ids are ULIDs, whose first 48 bits are milliseconds): `msg_…` ids are made by
+ * the ingress just before the message is stored, `tc_…` ids just before a tool call is authorized.
+ * Undefined when `id` is not a Parley id.
+ */
+export function idTime(id: string): Date | undefined {
+  const body = id.slice(id.indexOf('_') + 1);
+  if (!new RegExp(`^${ULID_BODY}$`).test(body)) return undefined;
+  return new Date(decodeTime(body));
 }

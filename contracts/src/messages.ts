@@ -122,8 +122,17 @@ export const OnBehalfOf = named(
       chain: z.array(PrincipalId).min(1).describe('Actors from the first to the current one.'),
       scope: z.array(z.string()).describe('Scopes the current actor holds for this work.'),
       tokenId: z.string().describe('jti of the verified token.'),
+      expiresAt: z.iso.datetime().optional().describe('When the token expires.'),
+      token: z
+        .string()
+        .optional()
+        .describe(
+          'A hand-over: the sender passes this token to the current actor (the last of `chain`), who uses it to act for the principal. Only that actor can use it.',
+        ),
     })
-    .describe('Verified delegation, stamped by the ingress.'),
+    .describe(
+      'Verified delegation, stamped by the ingress. The sender is either the current actor (acting under the token) or the one who handed it to the current actor (then `token` is set).',
+    ),
 );
 export type OnBehalfOf = z.infer<typeof OnBehalfOf>;
 

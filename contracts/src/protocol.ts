@@ -3,7 +3,7 @@ import type { ApiMethod } from './api.js';
 import { bindingsApi, mcpApi } from './bindings.js';
 import { consentApi } from './consent.js';
 import { AuditRecord, DeadLetter, eventCatalog, ParleyEvent } from './events.js';
-import { governanceApi, UsageReport } from './governance.js';
+import { governanceApi, UsageReply, UsageReport } from './governance.js';
 import { RoomMessage, SendReply, SendRequest } from './messages.js';
 import { PresenceHeartbeat, registryApi } from './registry.js';
 import { roomsApi } from './rooms.js';
@@ -60,9 +60,11 @@ export const channels: ChannelDefinition[] = [
   {
     id: 'usage',
     address: 'parley.in.{participantId}.usage',
-    summary: 'Report model usage and cost, tied to a message, room or task.',
+    summary:
+      'Report model usage and cost, tied to a message, room or task. Request/reply: the reply says whether it was counted and which budgets it crossed (a refusal carries the Parley-Error header).',
     action: 'send',
     payload: UsageReport,
+    reply: UsageReply,
     parameters: { participantId: 'The reporting participant.' },
   },
   {

@@ -253,6 +253,58 @@ export const roomsApi = {
       }),
     ),
   }),
+  pause: defineApi({
+    service: 'rooms',
+    method: 'pause',
+    summary:
+      'Pause a room for agents (the owner, a human member, or a service): their sends are refused with ROOM_PAUSED until a human resumes it.',
+    access: 'participant',
+    request: named(
+      'PauseRoomRequest',
+      RoomRef().extend({ reason: z.string().trim().min(1).max(500).default('paused') }),
+    ),
+    response: Room,
+  }),
+  resume: defineApi({
+    service: 'rooms',
+    method: 'resume',
+    summary: 'Resume a paused room (a human member or a service): agents may send again.',
+    access: 'participant',
+    request: named(
+      'ResumeRoomRequest',
+      RoomRef().extend({ reason: z.string().trim().min(1).max(500).default('resumed') }),
+    ),
+    response: Room,
+  }),
+  members: defineApi({
+    service: 'rooms',
+    method: 'members',
+    summary: 'Services only: which of `participants` are current members of a room.',
+    access: 'service',
+    request: named(
+      'RoomMembersRequest',
+      RoomRef().extend({ participants: z.array(ParticipantId).min(1).max(100) }),
+    ),
+    response: named(
+      'RoomMembersResponse',
+      z.object({
+        room: RoomId,
+        members: z.array(ParticipantId),
+        owner: ParticipantId,
+        paused: z.boolean(),
+        closed: z.boolean(),
+      }),
+    ),
+  }),
+  findMessage: defineApi({
+    service: 'rooms',
+    method: 'findMessage',
+    summary:
+      'Services only: a message of any room by its id (the id’s time bounds the search of the room log).',
+    access: 'service',
+    request: named('FindMessageRequest', z.object({ id: MessageId })),
+    response: HistoryEntry,
+  }),
   notify: defineApi({
     service: 'rooms',
     method: 'notify',

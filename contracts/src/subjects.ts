@@ -67,6 +67,12 @@ export const subjects = {
   audit: (domain: string) => `${ROOT}.audit.${token(domain, 'audit domain')}`,
   /** `parley.dlq.<participantId>` — a dead letter for that participant. */
   dlq: (participantId: string) => `${ROOT}.dlq.${token(participantId, 'participant id')}`,
+  /**
+   * `_INBOX.<id>.policy` — governance tells a participant that an allow it may have cached (a
+   * revoked token, a suspended participant of the chain) no longer holds. Core NATS, best effort:
+   * the SDK also lets cached allows expire by themselves.
+   */
+  policyNotice: (participantId: string) => `_INBOX.${token(participantId, 'participant id')}.policy`,
   /** `_INBOX.<id>` — the reply-subject prefix a participant's connection must use. */
   replyPrefix: (principalId: string) => `_INBOX.${token(principalId, 'principal id')}`,
 } as const;

@@ -28,6 +28,9 @@ import { Directory } from './directory.js';
 import { PresenceReporter } from './presence.js';
 import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
+import { Tokens } from './tokens.js';
+import { Tools } from './tools.js';
+import { UsageReporter } from './usage.js';
 
 /** Options of {@link Agent.call}. */
 export interface CallOptions {
@@ -66,6 +69,12 @@ export class Agent {
   readonly presence: PresenceReporter;
   /** Rooms: create, list, invite, and a handle per room to send and read history. */
   readonly rooms: Rooms;
+  /** Authorized tool calls: `agent.tools.call(name, args, fn, { onBehalfOf })`. */
+  readonly tools: Tools;
+  /** Usage reports: `agent.usage.report({ model, inputTokens, outputTokens, costUsd })`. */
+  readonly usage: UsageReporter;
+  /** Delegation tokens: issue (people), exchange, revoke, read. */
+  readonly tokens: Tokens;
   /** Contacts: ask for consent, answer, block, revoke, list. */
   readonly contacts: Contacts;
   /** @internal replies of the send path */
@@ -87,6 +96,9 @@ export class Agent {
     this.directory = new Directory(this);
     this.presence = new PresenceReporter(nc, id);
     this.rooms = new Rooms(this);
+    this.tools = new Tools(this);
+    this.usage = new UsageReporter(this);
+    this.tokens = new Tokens(this, () => this.tools.invalidate());
     this.contacts = new Contacts(this);
     this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
@@ -197,6 +209,7 @@ export class Agent {
    */
   async close(): Promise<void> {
     await this.presence.stop();
+    this.tools.close();
     await this.#engine?.close();
     if (this.#ownsConnection && !this.nc.isClosed()) await this.nc.drain();
     this.replies.close();
@@ -220,6 +233,7 @@ export async function connect(options: AgentOptions): Promise<Agent> {
     ...(options.delivery ? { delivery: options.delivery } : {}),
     ...(options.tracer ? { tracer: options.tracer } : {}),
   });
+  await agent.replies.start();
   if (options.presence !== false) await agent.presence.start(options.presence ?? {});
   return agent;
 }

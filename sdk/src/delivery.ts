@@ -524,7 +524,16 @@ export class DeliveryEngine {
     if (!event) return;
     const handlers = this.#handlers.get(event);
     if (!handlers?.length) return;
-    await handling.run({ messageId: d.message.id, hop: d.message.hop, room: d.room }, async () => {
+    const obo = d.message.onBehalfOf;
+    const delegation = obo?.token && obo.chain.at(-1) === this.self ? obo.token : undefined;
+    const ctx = {
+      messageId: d.message.id,
+      hop: d.message.hop,
+      room: d.room,
+      ...(d.message.causedBy ? { causedBy: d.message.causedBy } : {}),
+      ...(delegation ? { delegation } : {}),
+    };
+    await handling.run(ctx, async () => {
       for (const h of handlers) await h(d);
     });
   }

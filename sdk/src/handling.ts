@@ -7,6 +7,14 @@ export interface HandlingContext {
   /** Its hop count. */
   hop: number;
   room: string;
+  /** The message that caused it (for audit records of what the handler does). */
+  causedBy?: string | undefined;
+  /**
+   * A delegation token the message handed to this participant (its `onBehalfOf.token`, when this
+   * participant is the token's current actor): sends and tool calls inside the handler act under it
+   * unless told otherwise.
+   */
+  delegation?: string | undefined;
 }
 
 /**

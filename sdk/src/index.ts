@@ -16,3 +16,6 @@ export { deliveryEventOf } from './delivery.js';
 export * from './directory.js';
 export * from './presence.js';
 export * from './rooms.js';
+export * from './tokens.js';
+export * from './tools.js';
+export * from './usage.js';

@@ -52,6 +52,15 @@ export class ReplyMux {
     });
   }
 
+  /**
+   * Subscribes and waits until the server has the subscription: a reply to a request published
+   * before the server knew the subscription would be dropped, and the request would time out.
+   */
+  async start(): Promise<void> {
+    if (!this.#sub) this.#subscribe();
+    await this.nc.flush();
+  }
+
   /** Publishes `data` to `subject` and resolves with the reply, or rejects after `timeoutMs`. */
   request(subject: string, data: Uint8Array, timeoutMs: number, headers?: MsgHdrs): Promise<Msg> {
     if (!this.#sub) this.#subscribe();

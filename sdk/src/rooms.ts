@@ -46,8 +46,12 @@ export interface SendOptions {
   hop?: number;
   /** Labels content that came from outside (rendered as data by receivers). */
   provenance?: Provenance;
-  /** A delegation token this message is sent under. */
-  delegation?: string;
+  /**
+   * A delegation token this message is sent under: as its current actor (acting for its principal),
+   * or handing it to the next actor (after an exchange). Inside a handler the token the handled
+   * message handed to this participant is used by default; `null` sends without one.
+   */
+  delegation?: string | null;
   task?: string;
   metadata?: Record<string, string>;
   /** The id that makes retries idempotent. @default a new ULID */
@@ -96,7 +100,9 @@ export class RoomHandle {
       ...(options.replyTo ? { replyTo: options.replyTo } : {}),
       ...((options.causedBy ?? ctx?.messageId) ? { causedBy: options.causedBy ?? ctx?.messageId } : {}),
       ...(options.provenance ? { provenance: options.provenance } : {}),
-      ...(options.delegation ? { delegation: options.delegation } : {}),
+      ...((options.delegation === undefined ? ctx?.delegation : options.delegation)
+        ? { delegation: (options.delegation ?? ctx?.delegation) as string }
+        : {}),
       ...(options.task ? { task: options.task } : {}),
       ...(options.metadata ? { metadata: options.metadata } : {}),
     };

@@ -70,7 +70,17 @@ async function startBackbone(env: Record<string, string> = {}) {
     {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, LOG_LEVEL: 'warn', NODE_OPTIONS: '', ...env },
+      env: {
+        ...process.env,
+        LOG_LEVEL: 'warn',
+        NODE_OPTIONS: '',
+        // The benchmark's agents send as fast as they can, with no human in the rooms: the traffic
+        // guards (rate limits, runaway detector) would stop them. They stay in the path, idle.
+        PARLEY_RATE_AGENT_PER_SEC: '0',
+        PARLEY_RATE_ROOM_PER_SEC: '0',
+        PARLEY_RUNAWAY_MESSAGES: '0',
+        ...env,
+      },
     },
   );
   let out = '';

@@ -7,7 +7,7 @@ import { rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, StorageType } from '@nats-io/jetstream';
 import {
   connect,
   credsAuthenticator,
@@ -37,6 +37,8 @@ export interface StartServerOptions {
   operator?: boolean;
   /** Number of nodes: 1, or 3 for a JetStream cluster. @default 1 */
   nodes?: 1 | 3;
+  /** Operator-mode keys to use (e.g. a standalone home's) instead of generating new ones. */
+  keys?: KeyMaterial;
 }
 
 /** Operator-mode keys and creds minting of a test server. */
@@ -64,6 +66,8 @@ export interface TestServer {
   connect(opts?: Partial<NodeConnectionOptions> & { creds?: string }): Promise<NatsConnection>;
   /** SIGKILL node `i` (its data stays). */
   kill9(i?: number): Promise<void>;
+  /** SIGTERM node `i` (a graceful stop; its data stays). */
+  stopNode(i: number): Promise<void>;
   /** Starts node `i` again with the same ports and data. */
   restart(i?: number): Promise<void>;
   /** Index of the node that leads stream `name`'s Raft group (cluster only). */
@@ -96,8 +100,8 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
 
   let operator: TestOperator | undefined;
   let operatorConfig: NatsServerConfig['operator'];
-  if (options.operator) {
-    const keys = createKeyMaterial('parley-test');
+  if (options.operator || options.keys) {
+    const keys = options.keys ?? createKeyMaterial('parley-test');
     const jwts = await signServerJwts(keys);
     const pub = publicKeys(keys);
     const operatorJwtPath = join(dir, 'operator.jwt');
@@ -175,17 +179,24 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
     });
   };
 
-  // A cluster is usable once JetStream has a meta leader.
+  // A cluster is usable once JetStream has a meta leader that knows every node: until then an R3
+  // stream fails with "no suitable peers for placement". Placing one is the test.
   if (n > 1) {
     const nc = await connectTo();
     try {
       const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 2000 });
       for (let attempt = 0; ; attempt++) {
         try {
-          await jsm.getAccountInfo();
+          await jsm.streams.add({
+            name: 'HARNESS_READY',
+            subjects: ['harness.ready'],
+            num_replicas: n,
+            storage: StorageType.Memory,
+          });
+          await jsm.streams.delete('HARNESS_READY');
           break;
         } catch (err) {
-          if (attempt > 100) throw err;
+          if (attempt > 200) throw err;
           await new Promise((r) => setTimeout(r, 100));
         }
       }
@@ -202,6 +213,10 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
     connect: connectTo,
     async kill9(i = 0) {
       await procs[i]?.kill9();
+      procs[i] = undefined;
+    },
+    async stopNode(i) {
+      await procs[i]?.stop(10_000);
       procs[i] = undefined;
     },
     async restart(i = 0) {

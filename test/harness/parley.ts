@@ -8,7 +8,21 @@ import { mintServiceCreds } from '@parley/governance';
 import { type Logger, silentLogger } from '@parley/kit';
 import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';
-import { freePort, type Standalone, type StandaloneOptions, startStandalone } from '@parley/standalone';
+import {
+  freePort,
+  openHome,
+  type Standalone,
+  type StandaloneOptions,
+  startStandalone,
+} from '@parley/standalone';
+import { startServer, type TestServer } from './index.js';
+
+/** Environment of a rooms process with the traffic guards off, as {@link startParley} has them. */
+export const GUARDS_OFF = {
+  PARLEY_RATE_AGENT_PER_SEC: '0',
+  PARLEY_RATE_ROOM_PER_SEC: '0',
+  PARLEY_RUNAWAY_MESSAGES: '0',
+} as const;
 
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
 export interface TestParley extends Standalone {
@@ -22,6 +36,8 @@ export interface TestParley extends Standalone {
   connect(creds: string, options?: Omit<AgentOptions, 'creds' | 'servers'>): Promise<Agent>;
   /** Creds of a Parley service (full access), for inspecting streams in tests. */
   serviceCreds(name?: string): Promise<string>;
+  /** The 3-node cluster the services run against (cluster mode only): kill -9 and restart nodes. */
+  cluster?: TestServer;
   /** Stops everything and removes the home directory. */
   destroy(): Promise<void>;
 }
@@ -29,6 +45,11 @@ export interface TestParley extends Standalone {
 /** Options of {@link startParley}. */
 export interface StartParleyOptions {
   backbone?: BackboneOptions;
+  /**
+   * Rooms service settings. Unlike a deployment, the send guards that watch traffic volume (rate
+   * limits, the runaway detector) are off unless a test turns them on here: most tests send fast
+   * between agents on purpose. {@link GUARDS_OFF} is the same for rooms replicas run as processes.
+   */
   rooms?: Partial<RoomsConfig>;
   consent?: Partial<ConsentConfig>;
   log?: Logger;
@@ -36,20 +57,44 @@ export interface StartParleyOptions {
   telemetry?: StandaloneOptions['telemetry'];
   /** Batch export settings (tests shorten the delay). */
   telemetryBatch?: StandaloneOptions['telemetryBatch'];
+  /**
+   * 3: run the services against a 3-node JetStream cluster in operator mode, with R3 streams and
+   * buckets and R1 inbox consumers (unless `backbone` says otherwise). @default PARLEY_TEST_NODES, else 1
+   */
+  nodes?: 1 | 3;
+}
+
+/** The cluster size `pnpm test:cluster` asks for (PARLEY_TEST_NODES=3). */
+export function testNodes(): 1 | 3 {
+  return process.env.PARLEY_TEST_NODES === '3' ? 3 : 1;
 }
 
 /** Starts the standalone backbone on free ports in a temporary home. */
 export async function startParley(options: StartParleyOptions = {}): Promise<TestParley> {
   const home = await mkdtemp(join(tmpdir(), 'parley-home-'));
   let parley: Standalone | undefined;
+  let cluster: TestServer | undefined;
+  const nodes = options.nodes ?? testNodes();
+  const backbone: BackboneOptions | undefined =
+    nodes === 3 ? { replicas: 3, inboxConsumerReplicas: 1, ...options.backbone } : options.backbone;
   try {
+    if (nodes === 3) {
+      // The cluster runs with the home's keys, so the services' and participants' creds are valid there.
+      cluster = await startServer({ nodes: 3, keys: (await openHome(home)).keys });
+    }
     parley = await startStandalone({
       home,
       natsPort: await freePort(),
       httpPort: await freePort(),
       log: options.log ?? silentLogger(),
-      ...(options.backbone ? { backbone: options.backbone } : {}),
-      ...(options.rooms ? { rooms: options.rooms } : {}),
+      ...(backbone ? { backbone } : {}),
+      rooms: {
+        PARLEY_RATE_AGENT_PER_SEC: 0,
+        PARLEY_RATE_ROOM_PER_SEC: 0,
+        PARLEY_RUNAWAY_MESSAGES: 0,
+        ...options.rooms,
+      },
+      ...(cluster ? { natsServers: cluster.urls } : {}),
       ...(options.consent ? { consent: options.consent } : {}),
       ...(options.telemetry ? { telemetry: options.telemetry } : {}),
       ...(options.telemetryBatch ? { telemetryBatch: options.telemetryBatch } : {}),
@@ -57,9 +102,10 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     const running = parley;
     const keys = running.home.keys;
     const serviceCreds = async (name = 'test') => (await mintServiceCreds(keys, name)).creds;
+    const servers = running.natsUrl.split(',');
     const adminId = running.home.state.admin.id;
     const admin = await natsConnect({
-      servers: running.natsUrl,
+      servers,
       authenticator: credsAuthenticator(await readFile(running.home.paths.adminCreds)),
       inboxPrefix: subjects.replyPrefix(adminId),
       noAsyncTraces: true,
@@ -68,6 +114,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     const agents: Agent[] = [];
     // Delegate to the running backbone (not a copy: `nats` changes when it is restarted).
     const extra: Omit<TestParley, keyof Standalone> = {
+      ...(cluster ? { cluster } : {}),
       serviceCreds,
       async participant(kind = 'agent') {
         const name = `participant-${++made}-${Date.now().toString(36)}`;
@@ -82,7 +129,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         return { id: r.agent.id, creds: r.credentials.creds };
       },
       async connect(creds, opts = {}) {
-        const agent = await connect({ ...opts, servers: running.natsUrl, creds });
+        const agent = await connect({ ...opts, servers, creds });
         agents.push(agent);
         return agent;
       },
@@ -90,12 +137,26 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         await Promise.allSettled(agents.map((a) => a.close()));
         await admin.close();
         await running.stop();
+        await cluster?.stop();
         await rm(home, { recursive: true, force: true });
       },
     };
-    return Object.assign(Object.create(running) as Standalone, extra);
+    // On a cluster, "NATS restarts" means every node goes down and comes back with its data.
+    const restartCluster = async ({ kill = false } = {}) => {
+      for (let i = 0; i < (cluster?.urls.length ?? 0); i++) {
+        if (kill) await cluster?.kill9(i);
+        else await cluster?.stopNode(i);
+      }
+      for (let i = 0; i < (cluster?.urls.length ?? 0); i++) await cluster?.restart(i);
+    };
+    return Object.assign(
+      Object.create(running) as Standalone,
+      extra,
+      cluster ? { restartNats: restartCluster } : {},
+    );
   } catch (err) {
     await parley?.stop();
+    await cluster?.stop();
     await rm(home, { recursive: true, force: true });
     throw err;
   }

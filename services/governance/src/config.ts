@@ -1,5 +1,6 @@
 import { commonEnv, loadEnv } from '@parley/kit';
 import * as z from 'zod';
+import { parseDelegationKeys } from './signing-keys.js';
 
 /** The governance service's environment. */
 export const GovernanceEnv = z.object({
@@ -30,6 +31,35 @@ export const GovernanceEnv = z.object({
     .string()
     .optional()
     .describe('Creds file of the system account user that pushes account JWT updates.'),
+  PARLEY_DELEGATION_KEYS: z
+    .string()
+    .superRefine((v, ctx) => {
+      try {
+        parseDelegationKeys(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    })
+    .optional()
+    .describe(
+      'Ed25519 keys that sign delegation tokens, as JSON `{"keys":[{kty:"OKP",crv:"Ed25519",kid,x,d}]}` (the first signs, all verify); mount it from a secret. Unset: a key is generated at start, so tokens stop verifying when this replica restarts, and replicas do not share one — set it in production.',
+    ),
+  PARLEY_DELEGATION_MAX_DEPTH: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(16)
+    .default(4)
+    .describe('Most actors in a delegation chain (the first actor counts as 1). @default 4'),
+  PARLEY_DECISION_CACHE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(60_000)
+    .default(2_000)
+    .describe(
+      'How long an allow of authorize may be reused by the caller (the SDK) and by governance; revocations and suspensions invalidate it at once. 0 = never cache. @default 2000',
+    ),
 });
 
 /** The governance service's configuration. */

@@ -6,20 +6,33 @@ import {
   governanceApi,
   isServiceId,
   type PrincipalId,
+  policyKeys,
   registryApi,
   request,
   serviceId,
 } from '@parley/contracts';
 import {
   bind,
+  createDelegationVerifier,
   createMicroService,
+  type DelegationVerifier,
   type Logger,
   type ParleyService,
   type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
+import { createAuditChain } from './audit-chain.js';
+import { createAuthorization } from './authorization.js';
 import { type AccountUpdates, type Credentials, createCredentials } from './credentials.js';
+import { createDelegation } from './delegation.js';
+import { createDirectory } from './directory.js';
+import { createGrants } from './grants.js';
+import { createKillSwitch } from './kill-switch.js';
 import { mintParticipantCreds } from './operator.js';
+import { createPolicyStore, type PolicyStore } from './policy-store.js';
+import { createDelegationKey, loadSigningKeys, parseDelegationKeys } from './signing-keys.js';
+import { createToolCalls } from './tool-calls.js';
+import { createUsage } from './usage.js';
 
 export type { AccountUpdates } from './credentials.js';
 
@@ -30,6 +43,12 @@ export interface GovernanceDeps extends ServiceTelemetry {
   config: {
     PARLEY_ACCOUNT_PUBLIC_KEY: string;
     PARLEY_PARTICIPANT_SIGNING_SEED: string;
+    /** Delegation signing keys (JSON, see signing-keys.ts). @default a key generated at start */
+    PARLEY_DELEGATION_KEYS?: string | undefined;
+    /** Most actors in a delegation chain. @default 4 */
+    PARLEY_DELEGATION_MAX_DEPTH?: number | undefined;
+    /** How long an allow may be reused. @default 2000 */
+    PARLEY_DECISION_CACHE_MS?: number | undefined;
   };
   /**
    * Pushing account JWT updates (revocations) to the NATS server. Without it, revocation and
@@ -49,6 +68,9 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
   const log = deps.log.child({ component: 'governance' });
   let micro: ReturnType<typeof createMicroService> | undefined;
   let credentials: Credentials | undefined;
+  let verifier: DelegationVerifier | undefined;
+  let store: PolicyStore | undefined;
+  let stopParts: (() => unknown)[] = [];
   let started = false;
 
   const creds = () => {
@@ -72,10 +94,12 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
     name: 'governance',
     pushRevocations: () => creds().pushRevocations(),
     async start() {
-      const policy = await new Kvm(deps.nc).open(buckets.policy);
+      const kvm = new Kvm(deps.nc);
+      const policy = await kvm.open(buckets.policy);
+      const js = jetstream(deps.nc);
       credentials = createCredentials({
         policy,
-        js: jetstream(deps.nc),
+        js,
         log,
         accountUpdates: deps.accountUpdates,
         mint: (participant) =>
@@ -93,6 +117,60 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
         // The server may have started from an account JWT without the latest revocations.
         await credentials.pushRevocations();
       }
+
+      // Delegation: signing keys, published so every verifier (the ingress too) knows them.
+      const keys = await loadSigningKeys(
+        deps.config.PARLEY_DELEGATION_KEYS
+          ? parseDelegationKeys(deps.config.PARLEY_DELEGATION_KEYS)
+          : { keys: [createDelegationKey()] },
+      );
+      if (!deps.config.PARLEY_DELEGATION_KEYS) {
+        log.warn(
+          { kid: keys.kid },
+          'no PARLEY_DELEGATION_KEYS: signing delegation tokens with a key generated now (tokens stop verifying after a restart)',
+        );
+      }
+      for (const jwk of keys.published) await policy.put(policyKeys.jwk(jwk.kid), JSON.stringify(jwk));
+      const v = await createDelegationVerifier(policy, log);
+      verifier = v;
+      for (const jwk of keys.published) v.addKey(jwk);
+      const s = await createPolicyStore(policy, log);
+      store = s;
+      const directory = createDirectory({ nc: deps.nc, tracer: deps.tracer });
+      directory.start();
+      const common = { nc: deps.nc, js, log, tracer: deps.tracer };
+      const delegation = createDelegation({
+        ...common,
+        policy,
+        keys,
+        verifier: v,
+        directory,
+        store: s,
+        maxDepth: deps.config.PARLEY_DELEGATION_MAX_DEPTH ?? 4,
+      });
+      const authorization = createAuthorization({
+        ...common,
+        verifier: v,
+        directory,
+        store: s,
+        delegation,
+        cacheMs: deps.config.PARLEY_DECISION_CACHE_MS ?? 2_000,
+        metrics: deps.metrics,
+      });
+      authorization.start();
+      const killSwitch = createKillSwitch({ ...common, store: s, directory });
+      const usage = createUsage({
+        ...common,
+        kv: await kvm.open(buckets.usage),
+        store: s,
+        directory,
+        killSwitch,
+      });
+      const toolCalls = createToolCalls({ js, verifier: v, directory });
+      const grants = createGrants({ ...common, directory, store: s });
+      const chain = createAuditChain({ ...common, directory });
+      stopParts = [() => directory.stop(), () => authorization.stop(), () => usage.stop()];
+
       micro = createMicroService(deps.nc, {
         name: 'parley-governance',
         version: '0.1.0',
@@ -112,14 +190,31 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
             await checkManage(ctx.caller, req.participant);
             return { revoked: await creds().revoke(req.participant, ctx.caller as PrincipalId, req.reason) };
           }),
+          bind(governanceApi.jwks, async () => ({ keys: keys.published })),
+          bind(governanceApi.issueToken, (req, ctx) => delegation.issue(req, ctx.caller)),
+          bind(governanceApi.exchangeToken, (req, ctx) => delegation.exchange(req, ctx.caller)),
+          bind(governanceApi.revokeToken, (req, ctx) => delegation.revoke(req, ctx.caller)),
+          bind(governanceApi.authorize, (req, ctx) => authorization.authorize(req, ctx.caller)),
+          bind(governanceApi.recordToolCall, (req, ctx) => toolCalls.record(req, ctx.caller)),
+          bind(governanceApi.suspend, (req, ctx) => killSwitch.suspend(req, ctx.caller)),
+          bind(governanceApi.resume, (req, ctx) => killSwitch.resume(req, ctx.caller)),
+          bind(governanceApi.setGrants, (req, ctx) => grants.setGrants(req, ctx.caller)),
+          bind(governanceApi.setOrgPolicy, (req, ctx) => grants.setOrgPolicy(req, ctx.caller)),
+          bind(governanceApi.setBudget, (req, ctx) => usage.setBudget(req, ctx.caller)),
+          bind(governanceApi.usage, (req, ctx) => usage.query(req, ctx.caller)),
+          bind(governanceApi.auditChain, (req, ctx) => chain.chain(req.of, ctx.caller)),
         ],
         { service: 'governance', queue: 'governance', log, tracer: deps.tracer, metrics: deps.metrics },
       );
+      usage.start();
       started = true;
     },
     async stop() {
       started = false;
       await micro?.stop();
+      for (const stop of stopParts) await stop();
+      verifier?.stop();
+      store?.stop();
     },
     ready: () => started,
   };

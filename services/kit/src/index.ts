@@ -1,6 +1,7 @@
 export * from './api-server.js';
 export * from './backbone.js';
 export * from './config.js';
+export * from './delegation.js';
 export * from './events.js';
 export * from './http.js';
 export * from './kv.js';

@@ -6,6 +6,7 @@ import {
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
 import { subjects } from '@parley/contracts';
+import type { Logger } from 'pino';
 
 /** Options of {@link connectNats}. */
 export interface ConnectNatsOptions {
@@ -22,6 +23,8 @@ export interface ConnectNatsOptions {
   principal?: string;
   /** Passed through to the client. */
   extra?: Partial<NodeConnectionOptions>;
+  /** Where connection trouble (disconnects, reconnects, stale connections, slow consumers) is logged. */
+  log?: Logger;
 }
 
 /** Reads a creds file unless it already is the file's contents. */
@@ -50,5 +53,28 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
   if (options.creds !== undefined) {
     opts.authenticator = credsAuthenticator(await loadCreds(options.creds));
   }
-  return connect(opts);
+  const nc = await connect(opts);
+  if (options.log) watchConnection(nc, options.log.child({ nats: options.name }));
+  return nc;
+}
+
+/** Logs what happens to a connection: a stalled service is explained by these lines. */
+export function watchConnection(nc: NatsConnection, log: Logger): void {
+  void (async () => {
+    for await (const s of nc.status()) {
+      switch (s.type) {
+        case 'disconnect':
+        case 'staleConnection':
+        case 'slowConsumer':
+        case 'error':
+          log.warn({ status: s.type, detail: 'error' in s ? String(s.error) : undefined }, `NATS ${s.type}`);
+          break;
+        case 'reconnect':
+          log.warn({ status: s.type }, 'NATS reconnected');
+          break;
+        default:
+          break;
+      }
+    }
+  })();
 }

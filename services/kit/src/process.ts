@@ -71,6 +71,7 @@ export async function runServiceProcess<C extends ProcessConfig>(
     name: `parley-${o.name}`,
     principal: `svc_${o.name}`,
     ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
+    log,
   });
   const service = await o.create({ nc, log, config, tracer: telemetry.tracer(o.name), metrics });
   await service.start();

@@ -13,7 +13,6 @@ import {
   type PresenceState,
   RoomId,
   registryApi,
-  subjects,
   TaskId,
   UsageReport,
   UserId,
@@ -591,12 +590,11 @@ export const tools: ToolDefinition[] = [
     }),
     async run(args, { runtime }) {
       const report = UsageReport.parse(args);
-      // A report is a publish on the participant's own subject; governance aggregates them.
-      runtime.agent.nc.publish(subjects.usage(runtime.me.id), encodeJson(report));
-      await runtime.agent.nc.flush();
+      // Governance counts it and answers (a retry under the same id is counted once).
+      const reply = await runtime.agent.usage.report(report);
       return {
-        text: `Reported ${report.inputTokens} in / ${report.outputTokens} out tokens of ${report.model}.`,
-        data: { reported: true, report },
+        text: `Reported ${report.inputTokens} in / ${report.outputTokens} out tokens of ${report.model}.${reply.exceeded.length ? ` Budget exceeded: ${reply.exceeded.join(', ')}.` : ''}`,
+        data: { reported: true, ...reply, report },
       };
     },
   }),

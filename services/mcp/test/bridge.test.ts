@@ -321,7 +321,13 @@ describe('parley mcp: two sessions and a human', () => {
       for await (const m of sub) return m.json<{ model: string; inputTokens: number }>();
     })();
     await svc.flush();
-    await coder.ok('report_usage', { model: 'claude-sonnet', inputTokens: 1200, outputTokens: 300, room });
+    const counted = await coder.ok<{ counted: boolean }>('report_usage', {
+      model: 'claude-sonnet',
+      inputTokens: 1200,
+      outputTokens: 300,
+      room,
+    });
+    assert.equal(counted.counted, true, 'governance counted it');
     const report = await seen;
     assert.equal(report?.model, 'claude-sonnet');
     assert.equal(report?.inputTokens, 1200);

@@ -45,6 +45,53 @@ export const RoomsEnv = z.object({
     .max(1_000)
     .default(16)
     .describe('Most hops a message may be from the human who started the conversation. @default 16'),
+  PARLEY_SEND_GUARDS: envBoolean
+    .default(true)
+    .describe(
+      'Run the send guards (paused rooms, rate limits, delegation tokens). false is for benchmarks and debugging only: tokens are then not verified nor stamped. @default true',
+    ),
+  PARLEY_RATE_AGENT_PER_SEC: z.coerce
+    .number()
+    .min(0)
+    .max(1_000_000)
+    .default(20)
+    .describe(
+      'Messages per second an agent may send, over all ingress replicas (token bucket); 0 = no limit. @default 20',
+    ),
+  PARLEY_RATE_AGENT_BURST: z.coerce
+    .number()
+    .min(1)
+    .max(1_000_000)
+    .default(40)
+    .describe('Messages an agent may send at once before its rate applies. @default 40'),
+  PARLEY_RATE_ROOM_PER_SEC: z.coerce
+    .number()
+    .min(0)
+    .max(1_000_000)
+    .default(100)
+    .describe('Messages per second a room accepts from everyone together; 0 = no limit. @default 100'),
+  PARLEY_RATE_ROOM_BURST: z.coerce
+    .number()
+    .min(1)
+    .max(1_000_000)
+    .default(200)
+    .describe('Messages a room accepts at once before its rate applies. @default 200'),
+  PARLEY_RUNAWAY_MESSAGES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1_000_000)
+    .default(100)
+    .describe(
+      'Runaway detector: more than this many agent messages in a room within PARLEY_RUNAWAY_WINDOW_MS, with no human message, pauses the room for agents; 0 = off. @default 100',
+    ),
+  PARLEY_RUNAWAY_WINDOW_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(86_400_000)
+    .default(600_000)
+    .describe('Runaway detector window. @default 600000 (10 minutes)'),
 });
 
 /** The rooms service's configuration. */

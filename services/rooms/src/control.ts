@@ -8,10 +8,14 @@ import type { KV } from '@nats-io/kv';
 import {
   type ApiParsedRequest,
   type ApiResponse,
+  activeTraceIds,
   type HistoryEntry,
+  isServiceId,
   type MembershipChange,
   newId,
   ParleyError,
+  type PrincipalId,
+  participantKind,
   partitionOf,
   type Room,
   type RoomChange,
@@ -21,7 +25,7 @@ import {
   type roomsApi,
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { publishEvent } from '@parley/kit';
+import { appendAudit, publishEvent } from '@parley/kit';
 import type { ConsentGate } from './consent.js';
 import type { ParticipantDirectory } from './participants.js';
 import { appendEntry, lastPosition, readLog, systemEntry } from './room-log.js';
@@ -77,6 +81,26 @@ export function createControlPlane(deps: ControlDeps) {
     if (r.owner !== caller) throw new ParleyError('PERMISSION_DENIED', `only the room owner may ${what}`);
   }
 
+  /** Every membership change is an audit record (domain `membership`) pointing at its log entry. */
+  async function auditMembership(room: string, change: MembershipChange, message: string, seq: number) {
+    const trace = activeTraceIds();
+    await appendAudit(js, {
+      domain: 'membership',
+      action: change.change,
+      actor: change.by as PrincipalId,
+      target: change.member,
+      room,
+      message,
+      ...(trace ? { traceId: trace.traceId } : {}),
+      data: {
+        role: change.role,
+        delivery: change.delivery,
+        seq,
+        ...(change.mark ? { mark: change.mark } : {}),
+      },
+    }).catch((err) => deps.log.warn({ err }, 'membership change not audited'));
+  }
+
   /** Appends a membership change and applies it to the control view. */
   async function changeMembership(
     r: RoomRecord,
@@ -85,6 +109,7 @@ export function createControlPlane(deps: ControlDeps) {
   ): Promise<{ seq: number; room: RoomRecord }> {
     const entry = systemEntry(r.id, change.by, 'membership', change, { mentions: [change.member] });
     const { seq } = await appendEntry(js, r, entry);
+    await auditMembership(r.id, change, entry.id, seq);
     const room = await updateEntry<RoomRecord>(kv, keys.room(r.id), (current) => {
       if (!current) return undefined;
       apply(current, seq);
@@ -186,11 +211,9 @@ export function createControlPlane(deps: ControlDeps) {
         ...invited.map((m) => [m, 'member'] as const),
       ]) {
         const change: MembershipChange = { change: 'joined', member, role, delivery: 'all', by: caller };
-        const { seq } = await appendEntry(
-          js,
-          { id, partition },
-          systemEntry(id, caller, 'membership', change, { mentions: [member] }),
-        );
+        const entry = systemEntry(id, caller, 'membership', change, { mentions: [member] });
+        const { seq } = await appendEntry(js, { id, partition }, entry);
+        await auditMembership(id, change, entry.id, seq);
         record.members[member] = {
           role,
           delivery: 'all',
@@ -351,6 +374,121 @@ export function createControlPlane(deps: ControlDeps) {
         deps.log.warn({ err }, 'event not published'),
       );
       return toRoom(room ?? r);
+    },
+
+    /**
+     * Pauses a room for agents: a `room` entry `paused` in the log, the control view's `paused` (the
+     * ingress refuses agents' sends from then on), a private notice to the owner and the human
+     * members, an event and an audit record. `msgId` makes a repeated pause (a fan-out re-run) one.
+     */
+    async pause(
+      req: Req<'pause'>,
+      caller: string,
+      o: { msgId?: string; data?: Record<string, unknown> } = {},
+    ): Promise<Room> {
+      const r = await load(req.room);
+      if (!isServiceId(caller)) {
+        requireMember(r, caller);
+        if (r.owner !== caller && participantKind(caller) !== 'human') {
+          throw new ParleyError(
+            'PERMISSION_DENIED',
+            'only the owner, a human member or a service may pause a room',
+          );
+        }
+      }
+      requireOpen(r);
+      if (r.paused) return toRoom(r);
+      const change: RoomChange = { change: 'paused', by: caller, reason: req.reason };
+      const entry = systemEntry(r.id, caller, 'room', change);
+      const { seq } = await appendEntry(js, r, entry, o.msgId ?? entry.id);
+      const room = await updateEntry<RoomRecord>(kv, keys.room(r.id), (current) => {
+        if (!current) return undefined;
+        current.paused = true;
+        current.pausedReason = req.reason;
+        current.lastSeq = Math.max(current.lastSeq, seq);
+        return current;
+      });
+      const notify = [
+        ...new Set([r.owner, ...Object.keys(r.members).filter((m) => participantKind(m) === 'human')]),
+      ];
+      const notice = systemEntry(
+        r.id,
+        caller,
+        'system',
+        { event: 'room.paused', by: caller, reason: req.reason, ...o.data },
+        { mentions: notify, audience: 'mentions' },
+      );
+      notice.parts.unshift({
+        type: 'text',
+        text: `Room "${r.title}" is paused for agents: ${req.reason}. A human member can resume it: parley room resume ${r.id}`,
+      });
+      await appendEntry(js, r, notice, `pause-notice:${r.id}:${seq}`);
+      await publishEvent(js, 'rooms', 'paused', {
+        actor: caller,
+        subject: r.id,
+        data: { owner: r.owner, reason: req.reason, notify, seq, ...o.data },
+      }).catch((err) => deps.log.warn({ err }, 'event not published'));
+      const trace = activeTraceIds();
+      await appendAudit(js, {
+        domain: 'policy',
+        action: 'room.pause',
+        actor: caller as PrincipalId,
+        room: r.id,
+        message: entry.id,
+        ...(trace ? { traceId: trace.traceId } : {}),
+        data: { reason: req.reason, seq, ...o.data },
+      }).catch((err) => deps.log.warn({ err }, 'pause not audited'));
+      return toRoom(room ?? r);
+    },
+
+    /** Resumes a paused room (a human member or a service): agents may send again. */
+    async resume(req: Req<'resume'>, caller: string): Promise<Room> {
+      const r = await load(req.room);
+      if (!isServiceId(caller)) {
+        requireMember(r, caller);
+        if (participantKind(caller) !== 'human') {
+          throw new ParleyError('PERMISSION_DENIED', 'only a human member may resume a paused room');
+        }
+      }
+      if (!r.paused) return toRoom(r);
+      const change: RoomChange = { change: 'resumed', by: caller, reason: req.reason };
+      const entry = systemEntry(r.id, caller, 'room', change);
+      const { seq } = await appendEntry(js, r, entry);
+      const room = await updateEntry<RoomRecord>(kv, keys.room(r.id), (current) => {
+        if (!current) return undefined;
+        current.paused = false;
+        delete current.pausedReason;
+        current.lastSeq = Math.max(current.lastSeq, seq);
+        return current;
+      });
+      await publishEvent(js, 'rooms', 'resumed', {
+        actor: caller,
+        subject: r.id,
+        data: { owner: r.owner, reason: req.reason, seq },
+      }).catch((err) => deps.log.warn({ err }, 'event not published'));
+      const trace = activeTraceIds();
+      await appendAudit(js, {
+        domain: 'policy',
+        action: 'room.resume',
+        actor: caller as PrincipalId,
+        room: r.id,
+        message: entry.id,
+        ...(trace ? { traceId: trace.traceId } : {}),
+        data: { reason: req.reason, seq },
+      }).catch((err) => deps.log.warn({ err }, 'resume not audited'));
+      return toRoom(room ?? r);
+    },
+
+    /** Services only: which of `participants` are members. */
+    async members(req: Req<'members'>): Promise<Res<'members'>> {
+      const r = await load(req.room);
+      return {
+        room: r.id,
+        members: req.participants.filter((p) => r.members[p] !== undefined),
+        owner: r.owner,
+        paused: r.paused,
+        closed: r.closed,
+      };
     },
 
     /**

@@ -49,6 +49,7 @@ import { isKvConflict, type Logger, type ParleyMetrics } from '@parley/kit';
 import { createLeaseManager } from './leases.js';
 import { LruMap } from './lru.js';
 import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
+import type { ObservedEntry } from './runaway.js';
 
 /** Settings of the fan-out. */
 export interface FanoutOptions {
@@ -61,6 +62,8 @@ export interface FanoutOptions {
   leaseTtlMs: number;
   batchSize: number;
   log: Logger;
+  /** Sees every entry of the owned partitions, in log order (the runaway detector). */
+  observe?: ((entry: ObservedEntry) => void) | undefined;
   tracer?: Tracer;
   metrics?: ParleyMetrics;
 }
@@ -294,6 +297,7 @@ export function createFanout(o: FanoutOptions) {
       const parent = span && otelApi ? otelApi.trace.setSpan(otelApi.ROOT_CONTEXT, span) : undefined;
       if (span) spans.push(span);
       const kind = m.headers?.get(headerNames.kind) ?? 'message';
+      let change: string | undefined;
       if (kind === 'membership' || kind === 'room') {
         const body = JSON.parse(dec.decode(m.data)) as {
           parts: { type: string; data?: Record<string, unknown> }[];
@@ -301,7 +305,16 @@ export function createFanout(o: FanoutOptions) {
         const data = body.parts.find((p) => p.type === 'data')?.data ?? {};
         applyEvent(v, m.seq, kind, data);
         if (v.dirty) touched.set(room, v);
+        change = typeof data.change === 'string' ? data.change : undefined;
       }
+      o.observe?.({
+        room,
+        seq: m.seq,
+        kind,
+        sender: m.headers?.get(headerNames.sender) ?? '',
+        at: m.time.getTime(),
+        change,
+      });
       for (const r of recipients(v, m, kind)) {
         const key = `${r}.${room}`;
         // Deliveries to one inbox subject are chained (each needs the previous one's sequence);

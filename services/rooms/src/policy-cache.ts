@@ -31,8 +31,9 @@ export async function createPolicyCache(kv: KV, log: Logger): Promise<PolicyCach
     check(participant) {
       const p = blocked.get(participant);
       if (!p) return;
+      // A budget suspension says so: the owner raises the budget rather than hunting a kill switch.
       throw new ParleyError(
-        p.status === 'revoked' ? 'REVOKED' : 'SUSPENDED',
+        p.status === 'revoked' ? 'REVOKED' : p.cause === 'budget' ? 'BUDGET_EXCEEDED' : 'SUSPENDED',
         `${participant} is ${p.status}: ${p.reason}`,
         {
           details: { participant, status: p.status, since: p.at },

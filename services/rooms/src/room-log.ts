@@ -4,6 +4,7 @@ import { type MsgHdrs, headers as natsHeaders } from '@nats-io/transport-node';
 import {
   encodeJson,
   headerNames,
+  idTime,
   newId,
   participantKind,
   type RoomMessage,
@@ -123,4 +124,55 @@ export async function lastPosition(jsm: JetStreamManager, room: RoomLocation): P
     last_by_subj: subjects.room(room.partition, room.id),
   });
   return m?.seq ?? 0;
+}
+
+/** How far around a message id's time the log is searched. */
+const FIND_BEFORE_MS = 5_000;
+const FIND_AFTER_MS = 30_000;
+
+/**
+ * Finds a message of any room by its id, without an index: the id is a ULID made by the ingress
+ * just before it stored the message, so only the stretch of the log stored around that time is
+ * read, headers only (`Parley-Msg-Id`), and the one match is fetched whole. Costs nothing on the
+ * send path; a lookup reads as many headers as the whole backbone stored in ~35 s around it.
+ */
+export async function findMessage(
+  js: JetStreamClient,
+  jsm: JetStreamManager,
+  id: string,
+): Promise<{ seq: number; data: Uint8Array } | undefined> {
+  const t = idTime(id);
+  if (!t) return undefined;
+  const consumer = await js.consumers.get(streams.rooms, {
+    deliver_policy: DeliverPolicy.StartTime,
+    opt_start_time: new Date(t.getTime() - FIND_BEFORE_MS).toISOString(),
+    headers_only: true,
+  });
+  const until = t.getTime() + FIND_AFTER_MS;
+  let seq: number | undefined;
+  try {
+    for (let scanned = 0; seq === undefined && scanned < 2_000_000; ) {
+      const batch = await consumer.fetch({ max_messages: 1_000, expires: 1_000 });
+      let got = 0;
+      let done = false;
+      for await (const m of batch) {
+        got++;
+        scanned++;
+        if (m.headers?.get(headerNames.messageId) === id) {
+          seq = m.seq;
+          break;
+        }
+        if (m.time.getTime() > until || m.info.pending === 0) {
+          done = true;
+          break;
+        }
+      }
+      if (done || got === 0) break;
+    }
+  } finally {
+    await consumer.delete().catch(() => undefined);
+  }
+  if (seq === undefined) return undefined;
+  const stored = await jsm.direct.getMessage(streams.rooms, { seq });
+  return stored ? { seq, data: stored.data } : undefined;
 }

@@ -39,6 +39,8 @@ export interface RoomRecord {
   policy: RoomPolicy;
   closed: boolean;
   paused: boolean;
+  /** Why it is paused (absent when not paused). */
+  pausedReason?: string;
   createdAt: string;
   createdSeq: number;
   partition: number;

@@ -1,10 +1,12 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { buckets, roomsApi, subjects } from '@parley/contracts';
+import { buckets, ParleyError, RoomMessage, roomsApi, subjects } from '@parley/contracts';
 import {
   bind,
+  createDelegationVerifier,
   createMicroService,
+  type DelegationVerifier,
   type Logger,
   type MicroService,
   type ParleyService,
@@ -16,11 +18,17 @@ import { createConsentGate } from './consent.js';
 import { createControlPlane } from './control.js';
 import { createDeadLetters } from './dlq.js';
 import { createFanout } from './fanout.js';
-import { serveIngress } from './ingress.js';
+import { delegationGuard } from './guards/delegation.js';
+import { type IngressReplicas, trackIngressReplicas } from './guards/ingress-replicas.js';
+import { rateLimitGuard } from './guards/rate-limit.js';
+import { roomPausedGuard } from './guards/room-paused.js';
+import { type SendGuard, serveIngress } from './ingress.js';
 import { createNotices } from './notices.js';
 import { createParticipantDirectory } from './participants.js';
 import { createPolicyCache, type PolicyCache } from './policy-cache.js';
 import { createRoomCache, type RoomCache } from './room-cache.js';
+import { findMessage } from './room-log.js';
+import { createRunawayDetector } from './runaway.js';
 
 /** What the rooms service needs. */
 export interface RoomsDeps extends ServiceTelemetry {
@@ -39,6 +47,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
   let deregistrations: Subscription | undefined;
   let fanout: ReturnType<typeof createFanout> | undefined;
   let deadLetters: ReturnType<typeof createDeadLetters> | undefined;
+  let verifier: DelegationVerifier | undefined;
+  let replicas: IngressReplicas | undefined;
   let started = false;
 
   return {
@@ -91,6 +101,17 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           bind(roomsApi.setMember, (req, ctx) => control.setMember(req, ctx.caller)),
           bind(roomsApi.close, (req, ctx) => control.close(req, ctx.caller)),
           bind(roomsApi.history, (req, ctx) => control.history(req, ctx.caller)),
+          bind(roomsApi.pause, (req, ctx) => control.pause(req, ctx.caller)),
+          bind(roomsApi.resume, (req, ctx) => control.resume(req, ctx.caller)),
+          bind(roomsApi.members, (req) => control.members(req)),
+          bind(roomsApi.findMessage, async (req) => {
+            const found = await findMessage(js, jsm, req.id);
+            if (!found) throw new ParleyError('NOT_FOUND', `no message ${req.id} in the room log`);
+            return {
+              seq: found.seq,
+              message: RoomMessage.parse(JSON.parse(new TextDecoder().decode(found.data))),
+            };
+          }),
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
           bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
         ],
@@ -98,12 +119,37 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       );
       if (config.PARLEY_INGRESS) {
         cache = await createRoomCache(rooms, log);
-        policy = await createPolicyCache(await kvm.open(buckets.policy), log);
+        const policyKv = await kvm.open(buckets.policy);
+        policy = await createPolicyCache(policyKv, log);
+        verifier = await createDelegationVerifier(policyKv, log);
+        replicas = await trackIngressReplicas({
+          kv: leases,
+          replicaId: config.PARLEY_REPLICA_ID,
+          ttlMs: config.PARLEY_LEASE_TTL_MS,
+          log,
+        });
+        // Cheapest first: a paused room or a flood is refused before a signature is checked.
+        const guards: SendGuard[] = !config.PARLEY_SEND_GUARDS
+          ? []
+          : [
+              roomPausedGuard({ metrics: deps.metrics }),
+              rateLimitGuard({
+                agent: {
+                  ratePerSec: config.PARLEY_RATE_AGENT_PER_SEC,
+                  burst: config.PARLEY_RATE_AGENT_BURST,
+                },
+                room: { ratePerSec: config.PARLEY_RATE_ROOM_PER_SEC, burst: config.PARLEY_RATE_ROOM_BURST },
+                replicas,
+                metrics: deps.metrics,
+              }),
+              delegationGuard({ verifier, policy, js, log, metrics: deps.metrics }),
+            ];
         serveIngress(micro, {
           js,
           jsm,
           rooms: cache,
           policy,
+          guards,
           log,
           ...(deps.tracer ? { tracer: deps.tracer } : {}),
           ...(deps.metrics ? { metrics: deps.metrics } : {}),
@@ -124,6 +170,24 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           leaseTtlMs: config.PARLEY_LEASE_TTL_MS,
           batchSize: config.PARLEY_FANOUT_BATCH,
           log,
+          ...(config.PARLEY_RUNAWAY_MESSAGES > 0
+            ? {
+                observe: createRunawayDetector({
+                  messages: config.PARLEY_RUNAWAY_MESSAGES,
+                  windowMs: config.PARLEY_RUNAWAY_WINDOW_MS,
+                  onTrip: (room, info) => {
+                    const reason = `runaway: ${info.messages} agent messages within ${Math.round(info.windowMs / 1000)} s and no human message`;
+                    log.warn({ room, ...info }, 'runaway detected: pausing the room for agents');
+                    void control
+                      .pause({ room, reason }, 'svc_rooms', {
+                        msgId: `runaway:${room}:${info.seq}`,
+                        data: { detector: 'runaway', agents: info.agents, atSeq: info.seq },
+                      })
+                      .catch((err) => log.error({ err, room }, 'runaway room not paused'));
+                  },
+                }).observe,
+              }
+            : {}),
         });
         await fanout.start();
         deadLetters = createDeadLetters({ js, jsm, partitions: config.PARLEY_PARTITIONS, log });
@@ -137,6 +201,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       await deadLetters?.stop();
       await fanout?.stop();
       await cache?.stop();
+      await replicas?.stop();
+      verifier?.stop();
       policy?.stop();
       deregistrations?.unsubscribe();
     },

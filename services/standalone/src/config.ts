@@ -1,6 +1,19 @@
 import { resolve } from 'node:path';
 import { envPort, loadEnv, telemetryEnv } from '@parley/kit';
+import { type RoomsConfig, RoomsEnv } from '@parley/rooms';
 import * as z from 'zod';
+
+/** The rooms service's send-guard settings, read from the same variables as a rooms process. */
+const RoomsGuardEnv = RoomsEnv.pick({
+  PARLEY_HOP_LIMIT: true,
+  PARLEY_SEND_GUARDS: true,
+  PARLEY_RATE_AGENT_PER_SEC: true,
+  PARLEY_RATE_AGENT_BURST: true,
+  PARLEY_RATE_ROOM_PER_SEC: true,
+  PARLEY_RATE_ROOM_BURST: true,
+  PARLEY_RUNAWAY_MESSAGES: true,
+  PARLEY_RUNAWAY_WINDOW_MS: true,
+});
 
 /** The standalone backbone's environment (flags override it). */
 export const StandaloneEnv = z.object({
@@ -16,7 +29,11 @@ export const StandaloneEnv = z.object({
 });
 
 /** The standalone configuration. */
-export type StandaloneConfig = z.output<typeof StandaloneEnv> & { PARLEY_HOME: string };
+export type StandaloneConfig = z.output<typeof StandaloneEnv> & {
+  PARLEY_HOME: string;
+  /** Rooms settings from the environment: the send guards (see docs/operations.md). */
+  rooms: Partial<RoomsConfig>;
+};
 
 /** Reads the environment; `cwd` anchors the default home. */
 export function loadConfig(
@@ -24,5 +41,6 @@ export function loadConfig(
   cwd = process.cwd(),
 ): StandaloneConfig {
   const c = loadEnv('standalone', StandaloneEnv, env);
-  return { ...c, PARLEY_HOME: resolve(cwd, c.PARLEY_HOME ?? '.parley') };
+  const rooms = loadEnv('standalone', RoomsGuardEnv, env);
+  return { ...c, PARLEY_HOME: resolve(cwd, c.PARLEY_HOME ?? '.parley'), rooms };
 }

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { type AgentCardInput, isParleyError, registryApi, type Tracer } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
+import { demoDelegation } from './demo-delegation.js';
 import type { Home } from './home.js';
 
 const DemoState = z.object({
@@ -40,6 +41,7 @@ const cards: Record<'planner' | 'reviewer' | 'auditor', AgentCardInput> = {
     skills: [{ id: 'planning', name: 'Planning', tags: ['rollout', 'plans'] }],
     runtime: 'custom',
     visibility: 'org',
+    scopes: ['repo:read'],
   },
   reviewer: {
     name: 'reviewer',
@@ -47,6 +49,7 @@ const cards: Record<'planner' | 'reviewer' | 'auditor', AgentCardInput> = {
     skills: [{ id: 'code-review', name: 'Code review', tags: ['review', 'plans'] }],
     runtime: 'custom',
     visibility: 'org',
+    scopes: ['repo:read'],
   },
   auditor: {
     name: 'auditor',
@@ -127,6 +130,7 @@ export async function startDemo(o: {
 }): Promise<Demo> {
   const admin = await connect({ servers: o.natsUrl, creds: o.home.paths.adminCreds, presence: false });
   const ids = await demoAgents(o.home, admin, o.natsUrl).finally(() => admin.close());
+  const governance = await demoDelegation({ natsUrl: o.natsUrl, home: o.home, ids, out: o.out });
   const as = (name: 'planner' | 'reviewer' | 'auditor') =>
     connect({ servers: o.natsUrl, creds: ids.creds[name], ...(o.tracer ? { tracer: o.tracer(name) } : {}) });
   const planner: Agent = await as('planner');
@@ -145,6 +149,7 @@ export async function startDemo(o: {
   reviewer.on('message', async (d) => {
     // Only the plan itself gets a review: a reviewer that answered every message would loop forever.
     if (d.message.sender.id !== ids.planner || !text(d).startsWith('Plan:')) return;
+    await governance.readForReview(reviewer, d.message);
     const room = reviewer.rooms.room(d.room);
     await room.send(
       'Review: the rollout order is right, but step 2 has no rollback. Add a feature flag and a canary at 5% before 50%.',
@@ -201,7 +206,7 @@ export async function startDemo(o: {
   o.out(`demo  planner (${ids.planner}) and reviewer (${ids.reviewer}) meet in ${room.id}`);
   await room.send(
     'Plan: 1) deploy billing-v2 next to v1, 2) switch traffic to v2, 3) remove v1 after a week. @reviewer please review.',
-    { mentions: [ids.reviewer] },
+    { mentions: [ids.reviewer], delegation: await governance.handover(planner, room.id) },
   );
   o.out('demo  planner → room: Plan: deploy billing-v2, switch traffic, remove v1…');
 
@@ -209,6 +214,7 @@ export async function startDemo(o: {
     .then(async () => {
       await askForContact();
       await consentStep;
+      await governance.reportAndPrintUsage(planner, reviewer);
     })
     .catch((err: unknown) => o.out(`demo  the consent step failed: ${(err as Error).message}`));
 
@@ -243,7 +249,7 @@ export async function startDemo(o: {
     room: room.id,
     finished,
     async stop() {
-      await Promise.allSettled([planner.close(), reviewer.close(), auditor.close()]);
+      await Promise.allSettled([planner.close(), reviewer.close(), auditor.close(), governance.close()]);
     },
   };
 }

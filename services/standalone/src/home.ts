@@ -5,7 +5,14 @@
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { newId, type OrgId, type UserId } from '@parley/contracts';
-import { createKeyMaterial, KeyMaterial, mintParticipantCreds, publicKeys } from '@parley/governance';
+import {
+  createDelegationKey,
+  createKeyMaterial,
+  DelegationKeySet,
+  KeyMaterial,
+  mintParticipantCreds,
+  publicKeys,
+} from '@parley/governance';
 import * as z from 'zod';
 
 /** Ids of what the first run creates: the local org and its admin. */
@@ -22,6 +29,7 @@ export function homePaths(home: string) {
   return {
     home,
     keys: join(home, 'keys.json'),
+    delegationKeys: join(home, 'delegation-keys.json'),
     state: join(home, 'state.json'),
     natsDir: join(home, 'nats'),
     natsConfig: join(home, 'nats', 'nats-server.conf'),
@@ -56,6 +64,8 @@ async function writeSecret(path: string, content: string): Promise<void> {
 export interface Home {
   paths: ReturnType<typeof homePaths>;
   keys: KeyMaterial;
+  /** The keys that sign delegation tokens (the first signs), as governance's PARLEY_DELEGATION_KEYS. */
+  delegationKeys: DelegationKeySet;
   state: LocalState;
   /** True when this run generated the keys. */
   firstRun: boolean;
@@ -71,6 +81,12 @@ export async function openHome(home: string): Promise<Home> {
   if (!keys) {
     keys = createKeyMaterial('parley-local');
     await writeSecret(paths.keys, `${JSON.stringify(keys, null, 2)}\n`);
+  }
+  // Delegation keys were added after the first homes existed: a home without them gets them now.
+  let delegationKeys = await readJson(paths.delegationKeys, DelegationKeySet);
+  if (!delegationKeys) {
+    delegationKeys = { keys: [createDelegationKey()] };
+    await writeSecret(paths.delegationKeys, `${JSON.stringify(delegationKeys, null, 2)}\n`);
   }
   let state = await readJson(paths.state, LocalState);
   if (!state) {
@@ -91,5 +107,5 @@ export async function openHome(home: string): Promise<Home> {
     );
     await writeSecret(paths.adminCreds, minted.creds);
   }
-  return { paths, keys, state, firstRun };
+  return { paths, keys, delegationKeys, state, firstRun };
 }

@@ -43,6 +43,7 @@ try {
     httpPort: opts.httpPort,
     log,
     telemetry: config,
+    rooms: config.rooms,
     ...(config.NATS_SERVER_BIN ? { natsServerBin: config.NATS_SERVER_BIN } : {}),
   });
 } catch (err) {
@@ -105,6 +106,7 @@ out('  npx parley whoami                       # you are the local admin');
 if (demo) {
   out('  npx parley tail --count 6               # the demo conversation, from your inbox');
   out(`  npx parley contact list --as ${rel(home.paths.credsDir)}/auditor.creds  # the demo's consent step`);
+  out('  npx parley usage --by room              # what the demo agents reported, by room');
 }
 out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
 out();

@@ -170,7 +170,8 @@ export async function startNatsServer(o: StartNatsServerOptions): Promise<NatsSe
   let tail = '';
   const ready = new Promise<void>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
-      log.write(chunk);
+      // Output can still arrive after 'exit' (the pipes drain later): keep it only while the log is open.
+      if (!log.writableEnded) log.write(chunk);
       tail = (tail + chunk.toString()).slice(-4000);
       if (tail.includes('Server is ready')) resolve();
     };

@@ -26,6 +26,7 @@ import {
   type Logger,
   type ParleyMetrics,
   type ParleyService,
+  serverList,
   startTelemetry,
   type Telemetry,
   type TelemetryConfig,
@@ -68,6 +69,11 @@ export interface StandaloneOptions {
   rooms?: Partial<RoomsConfig>;
   /** Consent service settings (e.g. a short request TTL in tests). */
   consent?: Partial<ConsentConfig>;
+  /**
+   * NATS servers to use instead of starting nats-server (a test's 3-node cluster). They must run in
+   * operator mode with this home's keys; `natsPort` and `natsServerBin` are then unused.
+   */
+  natsServers?: string[];
   /** Host names `/mcp` accepts in Host/Origin besides loopback (DNS-rebinding protection). */
   mcpAllowedHosts?: string[];
 }
@@ -77,7 +83,8 @@ export interface Standalone {
   natsUrl: string;
   httpUrl: string;
   home: Home;
-  nats: NatsServerProcess;
+  /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
+  nats: NatsServerProcess | undefined;
   services: ParleyService[];
   /** Every service's metrics, served together on `/metrics`. */
   metrics: ParleyMetrics;
@@ -102,6 +109,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     [o.natsPort, '--nats-port'],
     [o.httpPort, '--http-port'],
   ] as const) {
+    if (o.natsServers && flag === '--nats-port') continue;
     try {
       await checkPortFree(port, host);
     } catch (err) {
@@ -113,8 +121,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       );
     }
   }
-  const bin = o.natsServerBin ?? (await findNatsServer());
-  if (!bin) {
+  const bin = o.natsServers ? undefined : (o.natsServerBin ?? (await findNatsServer()));
+  if (!bin && !o.natsServers) {
     throw new StartupError(
       'nats-server was not found on PATH (or NATS_SERVER_BIN). On Debian/Ubuntu: sudo apt-get install -y nats-server; elsewhere: https://docs.nats.io/running-a-nats-service/introduction/installation',
     );
@@ -128,7 +136,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   });
   await writeFile(paths.operatorJwt, jwts.operator);
   const natsOptions = {
-    bin,
+    bin: bin ?? '',
     configPath: paths.natsConfig,
     logPath: paths.natsLog,
     config: {
@@ -144,8 +152,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       },
     },
   };
-  let nats = await startNatsServer(natsOptions);
-  const natsUrl = nats.url;
+  let nats = o.natsServers ? undefined : await startNatsServer(natsOptions);
+  const natsUrl = nats?.url ?? (o.natsServers ?? []).join(',');
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
@@ -160,7 +168,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     for (const s of [...services].reverse())
       await s.stop().catch((err) => log.warn({ err }, 'service stop failed'));
     await Promise.allSettled(connections.map((nc) => nc.drain()));
-    await nats.stop();
+    await nats?.stop();
     await telemetry?.shutdown();
   };
 
@@ -180,17 +188,18 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const connectAs = async (name: string) => {
       const creds = await mintServiceCreds(keys, name);
       const nc = await connectNats({
-        servers: natsUrl,
+        servers: serverList(natsUrl),
         name: `parley-${name}`,
         principal: serviceId(name),
         creds: new TextEncoder().encode(creds.creds),
+        log,
       });
       connections.push(nc);
       return nc;
     };
     const connectSystem = async () => {
       const nc = await connectNats({
-        servers: natsUrl,
+        servers: serverList(natsUrl),
         name: 'parley-system',
         creds: new TextEncoder().encode((await mintSystemCreds(keys)).creds),
       });
@@ -217,6 +226,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       config: {
         PARLEY_ACCOUNT_PUBLIC_KEY: pub.account,
         PARLEY_PARTICIPANT_SIGNING_SEED: keys.participantSigningSeed,
+        PARLEY_DELEGATION_KEYS: JSON.stringify(home.delegationKeys),
       },
       // Revocations: governance re-signs the account JWT and pushes it as the system user.
       accountUpdates: { signer: accountSigner(keys), systemNc: await connectSystem() },
@@ -250,7 +260,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     http = createHealthServer({
       log,
       checks: {
-        nats: () => nats.pid !== undefined && !setup.isClosed(),
+        nats: () => (nats === undefined || nats.pid !== undefined) && !setup.isClosed(),
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
       },
       metrics,
@@ -279,6 +289,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     telemetry,
     jsm,
     async restartNats({ kill = false } = {}) {
+      if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
       if (kill) await nats.kill9();
       else await nats.stop();
       nats = await startNatsServer(natsOptions);

@@ -36,12 +36,14 @@ function describeEvent(m: RoomMessage): string {
   return `${change}${data.title ? ` "${String(data.title)}"` : ''}`;
 }
 
-/** How a message is printed: `[room] #seq sender (kind): text`. */
+/** How a message is printed: `[room] #seq sender [for principal] (kind): text`. */
 export function formatMessage(seq: number, m: RoomMessage, showRoom = true): string {
   const where = `${showRoom ? `[${m.room}] ` : ''}#${seq}`;
   if (m.kind === 'membership' || m.kind === 'room') return `${where} ${m.sender.id} · ${describeEvent(m)}`;
   const kind = m.kind === 'message' ? '' : ` (${m.kind})`;
-  return `${where} ${m.sender.id}${kind}: ${m.parts.map(partText).join(' ')}`;
+  // "A, acting for alice": the delegation the ingress verified.
+  const onBehalf = m.onBehalfOf ? ` for ${m.onBehalfOf.principal}` : '';
+  return `${where} ${m.sender.id}${onBehalf}${kind}: ${m.parts.map(partText).join(' ')}`;
 }
 
 function formatRoom(r: Room): string {

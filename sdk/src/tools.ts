@@ -1,0 +1,184 @@
+/**
+ * Authorized tool calls: `agent.tools.call(name, args, fn, { onBehalfOf })` asks governance whether
+ * the call may happen (under a delegation token, or on the agent's own authority), runs `fn` inside
+ * an `execute_tool <name>` span, and records the call (a digest of the arguments, the outcome, the
+ * duration). A refusal throws before `fn` runs: PERMISSION_DENIED (or EXPIRED, REVOKED, SUSPENDED…)
+ * with governance's reason and which link of the chain decided.
+ *
+ * Allows are cached for the time governance grants (`ttlMs`, 2 s by default). Governance tells this
+ * participant on `_INBOX.<id>.policy` when a token of a cached allow is revoked or someone in its
+ * chain is suspended, and the cache is dropped at once.
+ */
+import { createHash } from 'node:crypto';
+import type { Subscription } from '@nats-io/transport-node';
+import {
+  type ApiResponse,
+  defaultTracer,
+  governanceApi,
+  newId,
+  ParleyError,
+  runInSpan,
+  startToolSpan,
+  subjects,
+  traceAttributes,
+} from '@parley/contracts';
+import type { Agent } from './agent.js';
+import { handling } from './handling.js';
+
+/** Options of {@link Tools.call}. */
+export interface ToolCallOptions {
+  /**
+   * The delegation token to act under. Inside a handler, the token the handled message handed to
+   * this agent is used by default; `null` acts on the agent's own authority (its owner's).
+   */
+  onBehalfOf?: string | null;
+  /** The scope the call needs. @default `tool:<name>` */
+  action?: string;
+  /** The call's id (`tc_…`). @default a new one */
+  id?: string;
+  /** Reuse a cached allow. @default true */
+  cache?: boolean;
+}
+
+type Decision = ApiResponse<typeof governanceApi.authorize>;
+
+/** Canonical JSON (sorted keys), so equal arguments have equal digests. */
+function canonical(value: unknown): string {
+  if (value === undefined) return 'null';
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+}
+
+/** `sha256=<hex>` of the canonical JSON of `args`: what the audit keeps instead of the arguments. */
+export function argsDigest(args: unknown): string {
+  return `sha256=${createHash('sha256').update(canonical(args)).digest('hex')}`;
+}
+
+/** A participant's tool calls: `agent.tools`. */
+export class Tools {
+  readonly #agent: Agent;
+  readonly #cache = new Map<string, { decision: Decision; until: number }>();
+  #notices: Subscription | undefined;
+
+  /** @internal created by {@link Agent} */
+  constructor(agent: Agent) {
+    this.#agent = agent;
+  }
+
+  /** Drops every cached decision (also done when governance says one no longer holds). */
+  invalidate(): void {
+    this.#cache.clear();
+  }
+
+  /** Allows currently cached. */
+  get cached(): number {
+    return this.#cache.size;
+  }
+
+  #listen(): void {
+    if (this.#notices || this.#agent.nc.isClosed()) return;
+    this.#notices = this.#agent.nc.subscribe(subjects.policyNotice(this.#agent.id), {
+      callback: () => this.invalidate(),
+    });
+  }
+
+  /** Asks governance (or the cache) whether `action` may happen. */
+  async authorize(
+    action: string,
+    options: { token?: string | undefined; tool?: string; toolCall?: string; cache?: boolean } = {},
+  ): Promise<Decision> {
+    this.#listen();
+    const key = `${options.token ?? '-'}|${action}`;
+    const hit = this.#cache.get(key);
+    if (options.cache !== false && hit && hit.until > Date.now()) return hit.decision;
+    const ctx = handling.getStore();
+    const decision = await this.#agent.call(governanceApi.authorize, {
+      action,
+      ...(options.token ? { token: options.token } : {}),
+      ...(options.tool ? { tool: options.tool } : {}),
+      ...(options.toolCall ? { toolCall: options.toolCall } : {}),
+      ...(ctx ? { message: ctx.messageId } : {}),
+      ...(ctx?.causedBy ? { causedBy: ctx.causedBy } : {}),
+    });
+    if (decision.allow && decision.ttlMs > 0) {
+      this.#cache.set(key, { decision, until: Date.now() + decision.ttlMs });
+      if (this.#cache.size > 1_000) this.#cache.delete(this.#cache.keys().next().value as string);
+    } else {
+      this.#cache.delete(key);
+    }
+    return decision;
+  }
+
+  /**
+   * Authorizes, runs `fn(args)` in an `execute_tool <name>` span, records the call and returns
+   * what `fn` returned. Refused calls throw the decision's code with its reason; `fn` never runs.
+   */
+  async call<A, T>(
+    name: string,
+    args: A,
+    fn: (args: A) => T | Promise<T>,
+    options: ToolCallOptions = {},
+  ): Promise<T> {
+    const ctx = handling.getStore();
+    const token = options.onBehalfOf === null ? undefined : (options.onBehalfOf ?? ctx?.delegation);
+    const action = options.action ?? `tool:${name}`;
+    const id = options.id ?? newId('toolCall');
+    const digest = argsDigest(args);
+    const decision = await this.authorize(action, {
+      token,
+      tool: name,
+      toolCall: id,
+      ...(options.cache === false ? { cache: false } : {}),
+    });
+    const record = (status: 'ok' | 'error' | 'denied', durationMs: number, error?: string) =>
+      this.#agent
+        .call(governanceApi.recordToolCall, {
+          id,
+          tool: name,
+          action,
+          argsDigest: digest,
+          status,
+          durationMs,
+          ...(error ? { error } : {}),
+          ...(token ? { token } : {}),
+          ...(ctx ? { message: ctx.messageId } : {}),
+          ...(ctx?.causedBy ? { causedBy: ctx.causedBy } : {}),
+        })
+        .catch(() => undefined);
+    if (!decision.allow) {
+      await record('denied', 0);
+      throw new ParleyError(decision.code ?? 'PERMISSION_DENIED', `${name}: ${decision.reason}`, {
+        details: { toolCall: id, action, decidedBy: decision.decidedBy, chain: decision.chain },
+      });
+    }
+    const span = startToolSpan(defaultTracer(), name, {
+      [traceAttributes.toolCallId]: id,
+      [traceAttributes.decision]: 'allow',
+      ...(decision.principal ? { [traceAttributes.onBehalfOf]: decision.principal } : {}),
+    });
+    const started = performance.now();
+    try {
+      const result = await runInSpan(span, async () => fn(args));
+      await record('ok', performance.now() - started);
+      return result;
+    } catch (err) {
+      const code = (err as { code?: unknown })?.code;
+      await record(
+        'error',
+        performance.now() - started,
+        typeof code === 'string' ? code : (err as Error)?.name,
+      );
+      throw err;
+    }
+  }
+
+  /** Stops listening for policy notices. */
+  close(): void {
+    this.#notices?.unsubscribe();
+    this.#notices = undefined;
+  }
+}

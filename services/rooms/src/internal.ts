@@ -1,0 +1,10 @@
+/**
+ * Pieces of the rooms service for sibling packages (benchmarks, tests): the send guards, built
+ * the way the service builds them. Not a public surface.
+ */
+export { delegationGuard } from './guards/delegation.js';
+export { rateLimitGuard } from './guards/rate-limit.js';
+export { roomPausedGuard } from './guards/room-paused.js';
+export { TokenBuckets } from './guards/token-bucket.js';
+export type { GuardedSend, SendGuard } from './ingress.js';
+export { createRunawayDetector } from './runaway.js';
