@@ -5,7 +5,6 @@
 import {
   ContactRequestId,
   consentApi,
-  encodeJson,
   Handoff,
   MessageId,
   ParleyError,

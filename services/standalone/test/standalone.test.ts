@@ -70,11 +70,12 @@ describe('standalone backbone', () => {
       svc.publish('$SRV.PING', undefined, { reply: sub.getSubject() });
       for await (const m of sub) {
         names.add(m.json<{ name: string }>().name);
-        if (names.size === 4) break;
+        if (names.size === 5) break;
       }
       assert.deepEqual([...names].sort(), [
         'parley-consent',
         'parley-governance',
+        'parley-mcp',
         'parley-registry',
         'parley-rooms',
       ]);
