@@ -50,6 +50,8 @@ export interface Delivery {
   redelivered: boolean;
   /** True when it was recovered from history after a gap rather than delivered from the inbox. */
   backfilled: boolean;
+  /** When the fan-out stored it in this participant's inbox (ms since the epoch; absent when backfilled). */
+  inboxedAt?: number;
   /** For `contact_request` and `contact_update`: the request (answer it with `agent.contacts`). */
   contactRequest?: ContactRequest;
   /** For `contact_request` and `contact_update`: the whole notice (what changed, with whom). */
@@ -120,6 +122,11 @@ export interface DeliveryOptions {
   cursorStore?: CursorStore;
   /** Backoff after a handler failure, by delivery count (ms). @default 500 · 2^(n-1), at most 10 s */
   backoffMs?: (deliveryCount: number) => number;
+  /**
+   * How long each pull request to the inbox lives, in ms; the server heartbeats every half of it,
+   * and a stalled pull is noticed after two missed heartbeats. @default 10000
+   */
+  pullExpiresMs?: number;
   /** Called with errors of the engine itself (never thrown at the caller). */
   onError?: (err: unknown) => void;
   /** @internal the agent's tracer */
@@ -194,6 +201,12 @@ export class DeliveryEngine {
     }
     this.#messages = await consumer.consume({
       max_messages: 256,
+      // With nats.js 3.4 and nats-server 2.9, a consume can end up with no pull request at the server
+      // while the client believes it has one (measured: messages waited with nothing waiting at the
+      // server). Missed heartbeats (two) reset it, so a pull lives 10 s (heartbeats every 5 s), not
+      // 30: such a stall, or a restarted or moved inbox consumer, costs at most ~10 s. Shorter
+      // heartbeats were measured worse: under load they reset healthy pulls.
+      expires: this.options.pullExpiresMs ?? 10_000,
       callback: (m) => this.#arrive(m),
     });
     // Held and running messages must not time out: tell the server we are working on them.
@@ -427,6 +440,7 @@ export class DeliveryEngine {
         roomSeq,
         redelivered: m.info.deliveryCount > 1,
         backfilled: false,
+        inboxedAt: Math.round(m.info.timestampNanos / 1e6),
       };
       if (this.options.mode === 'pull') {
         unqueue();

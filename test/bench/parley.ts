@@ -50,14 +50,26 @@ export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchRes
   let latencies: number[] | undefined;
   let onDelivered: (() => void) | undefined;
   const slow: string[] = [];
+  // Where the time goes, per delivery: sender → ingress stamp, ingress → inbox store, inbox → handler.
+  const stages = { toIngress: [] as number[], toInbox: [] as number[], toHandler: [] as number[] };
   const count = (d: Delivery) => {
+    const w = Number(d.message.metadata?.w);
+    if (w && d.inboxedAt) {
+      const accepted = Date.parse(d.message.sentAt);
+      stages.toIngress.push(accepted - w);
+      stages.toInbox.push(d.inboxedAt - accepted);
+      stages.toHandler.push(Date.now() - d.inboxedAt);
+    }
     const t = d.message.metadata?.t;
     if (latencies && t) {
       const ms = performance.now() - Number(t);
       latencies.push(ms);
       // Outliers say where time went: redelivered = the SDK's first copy was never acknowledged.
       if (ms > 5_000 && slow.length < 20) {
-        slow.push(`${Math.round(ms)} ms room ${d.room} #${d.roomSeq} redelivered=${d.redelivered}`);
+        const inboxed = d.inboxedAt ?? 0;
+        slow.push(
+          `${Math.round(ms)} ms room ${d.room} #${d.roomSeq} redelivered=${d.redelivered}: ingress→inbox ${inboxed - Date.parse(d.message.sentAt)} ms, inbox→handler ${Date.now() - inboxed} ms`,
+        );
       }
     }
     delivered++;
@@ -89,7 +101,9 @@ export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchRes
   const send = (i: number) => {
     const r = rooms[i % rooms.length];
     if (!r) throw new Error('no room');
-    return r.sender.rooms.room(r.id).send(payload, { metadata: { t: String(performance.now()) } });
+    return r.sender.rooms
+      .room(r.id)
+      .send(payload, { metadata: { t: String(performance.now()), w: String(Date.now()) } });
   };
   const waitDelivered = (n: number) =>
     new Promise<void>((resolve) => {
@@ -110,6 +124,13 @@ export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchRes
     const seconds = (performance.now() - start) / 1000;
     const deliveredPerSec = Math.round((o.messages * o.membersPerRoom) / seconds);
     progress(`parley: ${deliveredPerSec} deliveries/s`);
+    const fmt = (xs: number[]) => {
+      const p = percentiles(xs);
+      return `p50 ${p.p50} p99 ${p.p99}`;
+    };
+    progress(
+      `parley: stages (ms) sender→ingress ${fmt(stages.toIngress)} | ingress→inbox ${fmt(stages.toInbox)} | inbox→handler ${fmt(stages.toHandler)}`,
+    );
 
     const before = delivered;
     latencies = [];

@@ -22,6 +22,7 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
+  type PubAck,
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { nanos, headers as natsHeaders } from '@nats-io/transport-node';
@@ -72,6 +73,12 @@ interface RoomView {
   record: FanoutRecord;
   revision: number;
   dirty: boolean;
+}
+
+/** A room-log entry to deliver to one recipient, with its fan-out span's context. */
+interface Delivery {
+  m: JsMsg;
+  parent?: Context;
 }
 
 interface Cursor {
@@ -195,12 +202,15 @@ export function createFanout(o: FanoutOptions) {
     return { roomSeq: Number(last.header.get(headerNames.roomSeq)) || 0, inboxSeq: last.seq };
   }
 
-  async function deliver(
-    m: JsMsg,
+  /** One inbox publish with its producer span (child of the room entry's fan-out span). */
+  function publishOne(
+    item: Delivery,
     recipient: string,
     room: string,
-    parent: Context | undefined,
-  ): Promise<void> {
+    prevRoomSeq: number,
+    expectedInboxSeq: number | undefined,
+  ): Promise<PubAck> {
+    const { m, parent } = item;
     const span = startMessagingSpan(o.tracer, {
       operation: 'send',
       operationName: 'publish',
@@ -214,21 +224,7 @@ export function createFanout(o: FanoutOptions) {
         [traceAttributes.roomSeq]: m.seq,
       },
     });
-    if (!span) return publishInbox(m, recipient, room, undefined);
-    return runInSpan(span, () => publishInbox(m, recipient, room, span), parent);
-  }
-
-  async function publishInbox(
-    m: JsMsg,
-    recipient: string,
-    room: string,
-    span: Span | undefined,
-  ): Promise<void> {
-    const key = `${recipient}.${room}`;
-    let c = await cursor(recipient, room);
-    for (let attempt = 0; ; attempt++) {
-      if (m.seq <= c.roomSeq) return; // delivered before (a re-run after a crash)
-      if (attempt === 3) throw new Error(`inbox ${key} keeps changing under the fan-out`);
+    const publish = async () => {
       const h = natsHeaders();
       // Only what a recipient needs before parsing the body (its id, for de-duplication) and the
       // trace context; every header is encoded once per recipient.
@@ -239,25 +235,55 @@ export function createFanout(o: FanoutOptions) {
       // This recipient's producer span becomes the delivery's parent (when this process traces).
       if (span) injectContext(h);
       h.set(headerNames.roomSeq, String(m.seq));
-      if (c.roomSeq > 0) h.set(headerNames.prevSeq, String(c.roomSeq));
+      if (prevRoomSeq > 0) h.set(headerNames.prevSeq, String(prevRoomSeq));
       h.set(headerNames.msgId, `${m.seq}:${recipient}`);
-      h.set(headerNames.expectedLastSubjectSeq, String(c.inboxSeq));
+      if (expectedInboxSeq !== undefined) h.set(headerNames.expectedLastSubjectSeq, String(expectedInboxSeq));
+      const ack = await o.js.publish(subjects.inbox(recipient, room), m.data, { headers: h });
+      if (!ack.duplicate) o.metrics?.observeDelivery((Date.now() - m.info.timestampNanos / 1e6) / 1000);
+      return ack;
+    };
+    return span ? runInSpan(span, publish, parent) : publish();
+  }
+
+  /**
+   * Delivers a batch's entries for one (recipient, room) inbox subject, in log order. The first
+   * publish is fenced — stored only if the subject's last entry is the one this fan-out last wrote
+   * (`Nats-Expected-Last-Subject-Sequence`) — and the rest follow at once on the same connection,
+   * which keeps their order without waiting for each acknowledgement. A writer that loses the
+   * fence (another replica believed it owned the partition) writes nothing more for that subject.
+   */
+  async function deliverRun(recipient: string, room: string, items: Delivery[]): Promise<void> {
+    const key = `${recipient}.${room}`;
+    let c = await cursor(recipient, room);
+    for (let attempt = 0; ; attempt++) {
+      // Entries at or below the cursor were delivered before (a re-run after a crash).
+      const todo = items.filter((x) => x.m.seq > c.roomSeq);
+      const [first, ...rest] = todo;
+      if (!first) return;
+      if (attempt === 3) throw new Error(`inbox ${key} keeps changing under the fan-out`);
+      let fenced: PubAck;
       try {
-        const ack = await o.js.publish(subjects.inbox(recipient, room), m.data, { headers: h });
-        const next = { roomSeq: m.seq, inboxSeq: ack.seq };
-        if (!ack.duplicate) {
-          cursors.set(key, next);
-          o.metrics?.observeDelivery((Date.now() - m.info.timestampNanos / 1e6) / 1000);
-          return;
-        }
-        // Stored before (within the dedupe window): our cursor is behind; read it again.
-        c = await lookupCursor(recipient, room);
-        cursors.set(key, c);
+        fenced = await publishOne(first, recipient, room, c.roomSeq, c.inboxSeq);
       } catch (err) {
         if (!isKvConflict(err)) throw err;
         c = await lookupCursor(recipient, room);
         cursors.set(key, c);
+        continue;
       }
+      if (fenced.duplicate) {
+        // Stored before, within the dedupe window: the cursor was behind. Read it again.
+        c = await lookupCursor(recipient, room);
+        cursors.set(key, c);
+        continue;
+      }
+      const acks = await Promise.all(
+        rest.map((x, i) =>
+          publishOne(x, recipient, room, (i === 0 ? first : rest[i - 1])?.m.seq ?? 0, undefined),
+        ),
+      );
+      const last = todo.at(-1) ?? first;
+      cursors.set(key, { roomSeq: last.m.seq, inboxSeq: (acks.at(-1) ?? fenced).seq });
+      return;
     }
   }
 
@@ -278,7 +304,7 @@ export function createFanout(o: FanoutOptions) {
 
   /** Handles one batch: every inbox publish acknowledged, views persisted, then one ack. */
   async function handleBatch(batch: JsMsg[]): Promise<void> {
-    const chains = new Map<string, Promise<void>>();
+    const runs = new Map<string, { recipient: string; room: string; items: Delivery[] }>();
     const touched = new Map<string, RoomView>();
     const spans: Span[] = [];
     for (const m of batch) {
@@ -317,16 +343,17 @@ export function createFanout(o: FanoutOptions) {
       });
       for (const r of recipients(v, m, kind)) {
         const key = `${r}.${room}`;
-        // Deliveries to one inbox subject are chained (each needs the previous one's sequence);
-        // different subjects go out in parallel.
-        chains.set(
-          key,
-          (chains.get(key) ?? Promise.resolve()).then(() => deliver(m, r, room, parent)),
-        );
+        let run = runs.get(key);
+        if (!run) {
+          run = { recipient: r, room, items: [] };
+          runs.set(key, run);
+        }
+        run.items.push({ m, ...(parent ? { parent } : {}) });
       }
     }
     try {
-      await Promise.all(chains.values());
+      // Different inbox subjects go out in parallel.
+      await Promise.all([...runs.values()].map((r) => deliverRun(r.recipient, r.room, r.items)));
     } catch (err) {
       for (const span of spans) recordSpanError(span, err);
       o.metrics?.recordMessage('failed', 'UNAVAILABLE', batch.length);
@@ -364,6 +391,9 @@ export function createFanout(o: FanoutOptions) {
           queue.length = 0;
           messages = await consumer.consume({
             max_messages: Math.max(256, o.batchSize * 4),
+            // Short pulls: a moved stream leader, or a consume left without a pull at the server (see
+            // sdk/src/delivery.ts), stalls a partition for ~5 s at most instead of 30.
+            expires: 5_000,
             abort_on_missing_resource: true,
             callback: (m) => {
               queue.push(m);
