@@ -155,7 +155,9 @@ for (const variant of Object.keys(valuesFiles) as Variant[]) {
     const values = () => valuesOf.get(variant);
     const internal = () => values().nats.enabled === true;
     const enabled = () =>
-      ['rooms', 'registry', 'governance', 'consent', 'gateway'].filter((s) => values()[s].enabled === true);
+      ['rooms', 'registry', 'governance', 'consent', 'mcp', 'gateway'].filter(
+        (s) => values()[s].enabled === true,
+      );
 
     it('renders one Deployment, Service and PodDisruptionBudget per enabled service', () => {
       for (const kind of ['Deployment', 'Service', 'PodDisruptionBudget']) {

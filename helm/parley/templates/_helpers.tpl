@@ -11,7 +11,7 @@
 
 {{/* The services this chart can run, in a fixed order. */}}
 {{- define "parley.serviceNames" -}}
-{{- list "rooms" "registry" "governance" "consent" "gateway" | toJson -}}
+{{- list "rooms" "registry" "governance" "consent" "mcp" "gateway" | toJson -}}
 {{- end -}}
 
 {{/* The enabled services, as a JSON list. */}}
