@@ -6,6 +6,7 @@
  */
 import { newId } from '@parley/contracts';
 import {
+  createDelegationKey,
   createKeyMaterial,
   KeyMaterial,
   mintParticipantCreds,
@@ -44,6 +45,11 @@ export const entries = {
   operatorSeed: 'operator.seed',
   /** Public key of the service signing key (governance: PARLEY_SERVICE_SIGNING_PUBLIC_KEY). */
   serviceSigningPublicKey: 'service-signing.pub',
+  /**
+   * The Ed25519 keys that sign delegation tokens (governance: PARLEY_DELEGATION_KEYS). One for the
+   * whole deployment, so every governance replica signs tokens every other one verifies.
+   */
+  delegationKeys: 'delegation-keys.json',
   /** Governance's variables as an env file (compose, where a Secret's keys cannot become variables). */
   governanceEnv: 'governance.env',
   /** The system account user (pushes account JWT updates, e.g. revocations). */
@@ -129,6 +135,9 @@ export async function deriveMissing(
     added[entries.participantSigningSeed] = keys.participantSigningSeed;
   if (!has(entries.operatorSeed)) added[entries.operatorSeed] = keys.operatorSeed;
   if (!has(entries.serviceSigningPublicKey)) added[entries.serviceSigningPublicKey] = pub.serviceSigning;
+  const delegationKeys =
+    existing[entries.delegationKeys] ?? JSON.stringify({ keys: [createDelegationKey()] });
+  if (!has(entries.delegationKeys)) added[entries.delegationKeys] = delegationKeys;
   if (!has(entries.governanceEnv)) {
     added[entries.governanceEnv] = [
       `PARLEY_ACCOUNT_PUBLIC_KEY=${pub.account}`,
@@ -137,6 +146,7 @@ export async function deriveMissing(
       `PARLEY_OPERATOR_SEED=${keys.operatorSeed}`,
       `PARLEY_SERVICE_SIGNING_PUBLIC_KEY=${pub.serviceSigning}`,
       `PARLEY_SYSTEM_CREDS=${options.mountDir ?? '/parley/secrets'}/${entries.sysCreds}`,
+      `PARLEY_DELEGATION_KEYS=${delegationKeys}`,
       '',
     ].join('\n');
   }

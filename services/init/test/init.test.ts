@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { registryApi, request, streams } from '@parley/contracts';
-import { createKeyMaterial, credsIdentity, KeyMaterial, publicKeys } from '@parley/governance';
+import { createKeyMaterial, credsIdentity, DelegationKeySet, KeyMaterial, publicKeys } from '@parley/governance';
 import {
   createDirSecretStore,
   createKubernetesSecretStore,
@@ -52,6 +52,7 @@ describe('parley-init keys (directory store)', () => {
       entries.participantSigningSeed,
       entries.operatorSeed,
       entries.serviceSigningPublicKey,
+      entries.delegationKeys,
       entries.governanceEnv,
       entries.sysCreds,
       entries.adminCreds,
@@ -68,6 +69,16 @@ describe('parley-init keys (directory store)', () => {
     assert.match(
       first.data[entries.governanceEnv] as string,
       new RegExp(`PARLEY_ACCOUNT_PUBLIC_KEY=${pub.account}`),
+    );
+    // One delegation key set for every governance replica, the same in the env file and the Secret.
+    assert.ok(
+      (first.data[entries.governanceEnv] as string).includes(
+        `PARLEY_DELEGATION_KEYS=${first.data[entries.delegationKeys] as string}`,
+      ),
+    );
+    assert.equal(
+      DelegationKeySet.parse(JSON.parse(first.data[entries.delegationKeys] as string)).keys.length,
+      1,
     );
     assert.equal(credsIdentity(first.data[entries.serviceCreds('rooms')] as string).name, 'svc_rooms');
     const state = DeploymentState.parse(JSON.parse(first.data[entries.state] as string));
