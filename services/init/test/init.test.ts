@@ -6,7 +6,13 @@ import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { registryApi, request, streams } from '@parley/contracts';
-import { createKeyMaterial, credsIdentity, DelegationKeySet, KeyMaterial, publicKeys } from '@parley/governance';
+import {
+  createKeyMaterial,
+  credsIdentity,
+  DelegationKeySet,
+  KeyMaterial,
+  publicKeys,
+} from '@parley/governance';
 import {
   createDirSecretStore,
   createKubernetesSecretStore,
