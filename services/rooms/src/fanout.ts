@@ -21,20 +21,21 @@ import {
   DeliverPolicy,
   type JetStreamClient,
   type JetStreamManager,
-  type JsMsg,
   type PubAck,
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { nanos, headers as natsHeaders } from '@nats-io/transport-node';
+import { type NatsConnection, nanos, headers as natsHeaders } from '@nats-io/transport-node';
 import {
   type Context,
   type DeliveryFilter,
   extractContext,
   headerNames,
   injectContext,
+  type PulledMsg as JsMsg,
   type MemberRole,
   type MembershipChange,
   otelApi,
+  PullLoop,
   type RoomChange,
   recordSpanError,
   roomOf,
@@ -54,6 +55,7 @@ import type { ObservedEntry } from './runaway.js';
 
 /** Settings of the fan-out. */
 export interface FanoutOptions {
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   rooms: KV;
@@ -338,7 +340,7 @@ export function createFanout(o: FanoutOptions) {
         seq: m.seq,
         kind,
         sender: m.headers?.get(headerNames.sender) ?? '',
-        at: m.time.getTime(),
+        at: Math.round(m.info.timestampNanos / 1e6),
         change,
       });
       for (const r of recipients(v, m, kind)) {
@@ -375,9 +377,8 @@ export function createFanout(o: FanoutOptions) {
 
   function startWorker(p: number) {
     let stopped = false;
-    let messages:
-      | Awaited<ReturnType<Awaited<ReturnType<JetStreamClient['consumers']['get']>>['consume']>>
-      | undefined;
+    let messages: PullLoop | undefined;
+    let failed: Error | undefined;
     const queue: JsMsg[] = [];
     let wake: (() => void) | undefined;
     const plog = log.child({ partition: p });
@@ -387,21 +388,26 @@ export function createFanout(o: FanoutOptions) {
       while (!stopped) {
         try {
           await ensureConsumer(p);
-          const consumer = await o.js.consumers.get(streams.rooms, partitionConsumer(p));
           queue.length = 0;
-          messages = await consumer.consume({
-            max_messages: Math.max(256, o.batchSize * 4),
-            // Short pulls: a moved stream leader, or a consume left without a pull at the server (see
-            // sdk/src/delivery.ts), stalls a partition for ~5 s at most instead of 30.
-            expires: 5_000,
-            abort_on_missing_resource: true,
-            callback: (m) => {
+          failed = undefined;
+          // Our pull loop (contracts/src/pull.ts), not nats.js consume(): a pull request the server
+          // ends without a 408 does not stall the partition. Short pulls: a moved stream leader
+          // costs one expiry at most.
+          messages = new PullLoop(o.nc, {
+            stream: streams.rooms,
+            consumer: partitionConsumer(p),
+            inboxPrefix: '_INBOX',
+            maxMessages: Math.max(256, o.batchSize * 4),
+            expiresMs: 5_000,
+            onMessage: (m) => {
               queue.push(m);
               wake?.();
             },
-          });
-          const closed = messages.closed().then(() => {
-            wake?.();
+            // Consumer gone, JetStream unavailable: start over (re-create the consumer, new loop).
+            onError: (err) => {
+              failed = err;
+              wake?.();
+            },
           });
           backoff = 100;
           while (!stopped) {
@@ -411,17 +417,16 @@ export function createFanout(o: FanoutOptions) {
               });
               wake = undefined;
               if (queue.length === 0) {
-                // Woken with nothing to do: the consumer closed under us (deleted, or we stopped).
-                if (!stopped) throw new Error('partition consumer closed');
+                // Woken with nothing to do: the pull failed (consumer deleted, …) or we stopped.
+                if (failed) throw failed;
                 break;
               }
             }
             await handleBatch(queue.splice(0, o.batchSize));
           }
-          await messages.close().catch(() => undefined);
-          await closed;
+          messages.close();
         } catch (err) {
-          await messages?.close().catch(() => undefined);
+          messages?.close();
           if (stopped) break;
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
@@ -437,7 +442,7 @@ export function createFanout(o: FanoutOptions) {
       async stop() {
         stopped = true;
         wake?.();
-        await messages?.close().catch(() => undefined);
+        messages?.close();
         await done;
       },
     };

@@ -159,6 +159,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       }
       if (config.PARLEY_FANOUT) {
         fanout = createFanout({
+          nc: deps.nc,
           ...(deps.tracer ? { tracer: deps.tracer } : {}),
           ...(deps.metrics ? { metrics: deps.metrics } : {}),
           js,
