@@ -60,7 +60,11 @@ export interface PullLoopOptions {
   /** Idle heartbeat the server sends while a request waits (default expires / 2). */
   heartbeatMs?: number;
   onMessage: (m: PulledMsg) => void;
-  onError?: (err: Error) => void;
+  /**
+   * A pull failed (no JetStream, consumer gone, …); the loop retries by itself with backoff.
+   * `consecutive` counts failures since the last message arrived.
+   */
+  onError?: (err: Error, consecutive: number) => void;
 }
 
 const ACK = new TextEncoder().encode('+ACK');
@@ -263,7 +267,7 @@ export class PullLoop {
   #fail(err: Error): void {
     this.#failures++;
     this.#retryAt = Date.now() + Math.min(10_000, 250 * 2 ** Math.min(this.#failures, 6));
-    this.options.onError?.(err);
+    this.options.onError?.(err, this.#failures);
   }
 
   #tick(): void {

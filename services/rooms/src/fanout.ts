@@ -403,8 +403,10 @@ export function createFanout(o: FanoutOptions) {
               queue.push(m);
               wake?.();
             },
-            // Consumer gone, JetStream unavailable: start over (re-create the consumer, new loop).
-            onError: (err) => {
+            // The loop retries by itself (a stream leader election answers 503 for a few seconds).
+            // Consumer gone, or failing for ~8 s: start over (re-create the consumer, new loop).
+            onError: (err, consecutive) => {
+              if (!/deleted/.test(err.message) && consecutive < 5) return;
               failed = err;
               wake?.();
             },
