@@ -60,11 +60,7 @@ export interface PullLoopOptions {
   /** Idle heartbeat the server sends while a request waits (default expires / 2). */
   heartbeatMs?: number;
   onMessage: (m: PulledMsg) => void;
-  /**
-   * A pull failed (no JetStream, consumer gone, …); the loop retries by itself with backoff.
-   * `consecutive` counts failures since the last message arrived.
-   */
-  onError?: (err: Error, consecutive: number) => void;
+  onError?: (err: Error) => void;
 }
 
 const ACK = new TextEncoder().encode('+ACK');
@@ -267,7 +263,7 @@ export class PullLoop {
   #fail(err: Error): void {
     this.#failures++;
     this.#retryAt = Date.now() + Math.min(10_000, 250 * 2 ** Math.min(this.#failures, 6));
-    this.options.onError?.(err, this.#failures);
+    this.options.onError?.(err);
   }
 
   #tick(): void {

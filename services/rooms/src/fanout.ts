@@ -403,10 +403,8 @@ export function createFanout(o: FanoutOptions) {
               queue.push(m);
               wake?.();
             },
-            // The loop retries by itself (a stream leader election answers 503 for a few seconds).
-            // Consumer gone, or failing for ~8 s: start over (re-create the consumer, new loop).
-            onError: (err, consecutive) => {
-              if (!/deleted/.test(err.message) && consecutive < 5) return;
+            // Consumer gone, JetStream unavailable: start over (re-create the consumer, new loop).
+            onError: (err) => {
               failed = err;
               wake?.();
             },
