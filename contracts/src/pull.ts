@@ -240,8 +240,7 @@ export class PullLoop {
     const i = this.#open.findIndex((r) => m.subject === `${this.#prefix}.${r.token}`);
     if (i >= 0) {
       const [ended] = this.#open.splice(i, 1);
-      // The server says how much of it was left. More than we counted: messages we counted against
-      // it went to newer requests, so those have less left.
+      // What the server says was left of it; more than counted means newer requests got those.
       let excess = Number(m.headers?.get('Nats-Pending-Messages') || 0) - (ended?.left ?? 0);
       for (let j = this.#open.length - 1; j >= 0 && excess > 0; j--) {
         const r = this.#open[j] as PullRequest;
