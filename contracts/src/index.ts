@@ -12,7 +12,6 @@ export * from './ids.js';
 export * from './limits.js';
 export * from './messages.js';
 export * from './protocol.js';
-export * from './pull.js';
 export * from './registry.js';
 export * from './registry-of-schemas.js';
 export * from './rooms.js';

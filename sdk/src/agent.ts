@@ -178,7 +178,7 @@ export class Agent {
 
   async #startEngine(): Promise<void> {
     const consumer = await jetstream(this.nc).consumers.get(streams.inbox, this.id);
-    await this.#ensureEngine().start(consumer, this.nc);
+    await this.#ensureEngine().start(consumer);
   }
 
   /** The room messages this participant should have received in (after, before). */

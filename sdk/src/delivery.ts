@@ -22,8 +22,7 @@
  * crash before `ack()` leaves them unacknowledged: the server redelivers them to the successor,
  * before anything newer.
  */
-import type { Consumer } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import {
   ContactNotice,
   type ContactRequest,
@@ -31,19 +30,14 @@ import {
   extractContext,
   headerNames,
   otelApi,
-  type PulledMsg,
-  PullLoop,
   type RoomMessage,
   roomOf,
   runInSpan,
   startMessagingSpan,
-  subjects,
   type Tracer,
   traceAttributes,
 } from '@parley/contracts';
 import { handling } from './handling.js';
-
-type JsMsg = PulledMsg;
 
 /** A message handed to a handler. */
 export interface Delivery {
@@ -129,8 +123,8 @@ export interface DeliveryOptions {
   /** Backoff after a handler failure, by delivery count (ms). @default 500 · 2^(n-1), at most 10 s */
   backoffMs?: (deliveryCount: number) => number;
   /**
-   * How long each pull request to the inbox lives, in ms (the server heartbeats every half of it);
-   * a request the server ended without a word counts as over 1 s after that. @default 10000
+   * How long each pull request to the inbox lives, in ms; the server heartbeats every half of it,
+   * and a stalled pull is noticed after two missed heartbeats. @default 10000
    */
   pullExpiresMs?: number;
   /** Called with errors of the engine itself (never thrown at the caller). */
@@ -164,7 +158,7 @@ export class DeliveryEngine {
   readonly #seen = new Set<string>();
   readonly #lastSeq = new Map<string, number>();
   readonly #inflight = new Set<Promise<void>>();
-  #messages: PullLoop | undefined;
+  #messages: ConsumerMessages | undefined;
   #keepalive: NodeJS.Timeout | undefined;
   #recovering: { upTo: number; expect: number; seen: number; timer: NodeJS.Timeout } | undefined;
   #maxDeliver = 5;
@@ -191,7 +185,7 @@ export class DeliveryEngine {
   }
 
   /** Starts consuming. */
-  async start(consumer: Consumer, nc: NatsConnection): Promise<void> {
+  async start(consumer: Consumer): Promise<void> {
     const info = await consumer.info(true);
     const maxDeliver = info.config.max_deliver ?? -1;
     this.#maxDeliver = maxDeliver > 0 ? maxDeliver : Number.POSITIVE_INFINITY;
@@ -205,14 +199,15 @@ export class DeliveryEngine {
         timer: setTimeout(() => this.#endRecovery(), 2 * ackWaitMs + 1_000),
       };
     }
-    // Our own pull loop, not nats.js consume(): see pull.ts for the stall it avoids.
-    this.#messages = new PullLoop(nc, {
-      stream: info.stream_name,
-      consumer: info.name,
-      inboxPrefix: subjects.replyPrefix(this.self),
-      expiresMs: this.options.pullExpiresMs ?? 10_000,
-      onMessage: (m) => this.#arrive(m),
-      onError: (err) => this.options.onError?.(err),
+    this.#messages = await consumer.consume({
+      max_messages: 256,
+      // With nats.js 3.4 and nats-server 2.9, a consume can end up with no pull request at the server
+      // while the client believes it has one (measured: messages waited with nothing waiting at the
+      // server). Missed heartbeats (two) reset it, so a pull lives 10 s (heartbeats every 5 s), not
+      // 30: such a stall, or a restarted or moved inbox consumer, costs at most ~10 s. Shorter
+      // heartbeats were measured worse: under load they reset healthy pulls.
+      expires: this.options.pullExpiresMs ?? 10_000,
+      callback: (m) => this.#arrive(m),
     });
     // Held and running messages must not time out: tell the server we are working on them.
     this.#keepalive = setInterval(
@@ -232,7 +227,7 @@ export class DeliveryEngine {
     this.#closed = true;
     clearInterval(this.#keepalive);
     if (this.#recovering) clearTimeout(this.#recovering.timer);
-    this.#messages?.close();
+    await this.#messages?.close().catch(() => undefined);
     await Promise.allSettled([...this.#inflight]);
     for (const q of [...(this.#claimed ?? []), ...this.#ready.splice(0)]) q.msg?.nak();
     this.#claimed = undefined;

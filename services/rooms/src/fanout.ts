@@ -21,21 +21,20 @@ import {
   DeliverPolicy,
   type JetStreamClient,
   type JetStreamManager,
+  type JsMsg,
   type PubAck,
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { type NatsConnection, nanos, headers as natsHeaders } from '@nats-io/transport-node';
+import { nanos, headers as natsHeaders } from '@nats-io/transport-node';
 import {
   type Context,
   type DeliveryFilter,
   extractContext,
   headerNames,
   injectContext,
-  type PulledMsg as JsMsg,
   type MemberRole,
   type MembershipChange,
   otelApi,
-  PullLoop,
   type RoomChange,
   recordSpanError,
   roomOf,
@@ -55,7 +54,6 @@ import type { ObservedEntry } from './runaway.js';
 
 /** Settings of the fan-out. */
 export interface FanoutOptions {
-  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   rooms: KV;
@@ -340,7 +338,7 @@ export function createFanout(o: FanoutOptions) {
         seq: m.seq,
         kind,
         sender: m.headers?.get(headerNames.sender) ?? '',
-        at: Math.round(m.info.timestampNanos / 1e6),
+        at: m.time.getTime(),
         change,
       });
       for (const r of recipients(v, m, kind)) {
@@ -377,8 +375,9 @@ export function createFanout(o: FanoutOptions) {
 
   function startWorker(p: number) {
     let stopped = false;
-    let messages: PullLoop | undefined;
-    let failed: Error | undefined;
+    let messages:
+      | Awaited<ReturnType<Awaited<ReturnType<JetStreamClient['consumers']['get']>>['consume']>>
+      | undefined;
     const queue: JsMsg[] = [];
     let wake: (() => void) | undefined;
     const plog = log.child({ partition: p });
@@ -388,26 +387,21 @@ export function createFanout(o: FanoutOptions) {
       while (!stopped) {
         try {
           await ensureConsumer(p);
+          const consumer = await o.js.consumers.get(streams.rooms, partitionConsumer(p));
           queue.length = 0;
-          failed = undefined;
-          // Our pull loop (contracts/src/pull.ts), not nats.js consume(): a pull request the server
-          // ends without a 408 does not stall the partition. Short pulls: a moved stream leader
-          // costs one expiry at most.
-          messages = new PullLoop(o.nc, {
-            stream: streams.rooms,
-            consumer: partitionConsumer(p),
-            inboxPrefix: '_INBOX',
-            maxMessages: Math.max(256, o.batchSize * 4),
-            expiresMs: 5_000,
-            onMessage: (m) => {
+          messages = await consumer.consume({
+            max_messages: Math.max(256, o.batchSize * 4),
+            // Short pulls: a moved stream leader, or a consume left without a pull at the server (see
+            // sdk/src/delivery.ts), stalls a partition for ~5 s at most instead of 30.
+            expires: 5_000,
+            abort_on_missing_resource: true,
+            callback: (m) => {
               queue.push(m);
               wake?.();
             },
-            // Consumer gone, JetStream unavailable: start over (re-create the consumer, new loop).
-            onError: (err) => {
-              failed = err;
-              wake?.();
-            },
+          });
+          const closed = messages.closed().then(() => {
+            wake?.();
           });
           backoff = 100;
           while (!stopped) {
@@ -417,16 +411,17 @@ export function createFanout(o: FanoutOptions) {
               });
               wake = undefined;
               if (queue.length === 0) {
-                // Woken with nothing to do: the pull failed (consumer deleted, …) or we stopped.
-                if (failed) throw failed;
+                // Woken with nothing to do: the consumer closed under us (deleted, or we stopped).
+                if (!stopped) throw new Error('partition consumer closed');
                 break;
               }
             }
             await handleBatch(queue.splice(0, o.batchSize));
           }
-          messages.close();
+          await messages.close().catch(() => undefined);
+          await closed;
         } catch (err) {
-          messages?.close();
+          await messages?.close().catch(() => undefined);
           if (stopped) break;
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
@@ -442,7 +437,7 @@ export function createFanout(o: FanoutOptions) {
       async stop() {
         stopped = true;
         wake?.();
-        messages?.close();
+        await messages?.close().catch(() => undefined);
         await done;
       },
     };

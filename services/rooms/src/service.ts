@@ -159,7 +159,6 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       }
       if (config.PARLEY_FANOUT) {
         fanout = createFanout({
-          nc: deps.nc,
           ...(deps.tracer ? { tracer: deps.tracer } : {}),
           ...(deps.metrics ? { metrics: deps.metrics } : {}),
           js,
