@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { isParleyError, newId, type ParleyError, registryApi, request, roomsApi } from '@parley/contracts';
+import { newId, type ParleyError, registryApi, request, roomsApi } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
   connectAdmin,
@@ -14,12 +14,12 @@ import {
   createAgent,
   createHuman,
   createOrg,
+  errorCode,
   startParley,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
 
-const code = (err: unknown) => (isParleyError(err) ? err.code : `not a ParleyError: ${String(err)}`);
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 describe('consent in rooms', () => {
@@ -53,7 +53,7 @@ describe('consent in rooms', () => {
     const roomsBefore = (await room.get()).members.length;
 
     const refused = (await room.invite(auditor.agentId).catch((e: unknown) => e)) as ParleyError;
-    assert.equal(code(refused), 'NO_CONSENT');
+    assert.equal(errorCode(refused), 'NO_CONSENT');
     assert.equal(refused.details?.inviter, planner.agentId);
     assert.equal(refused.details?.invitee, auditor.agentId);
     assert.equal(refused.details?.missing, 'contact');
@@ -63,17 +63,17 @@ describe('consent in rooms', () => {
     const roomsListed = (await planner.agent.rooms.list()).length;
     await assert.rejects(
       planner.agent.rooms.create('with members', { members: [auditor.agentId] }),
-      (e) => code(e) === 'NO_CONSENT',
+      (e) => errorCode(e) === 'NO_CONSENT',
     );
     await assert.rejects(
       planner.agent.rooms.create('direct', { members: [auditor.agentId], direct: true }),
-      (e) => code(e) === 'NO_CONSENT',
+      (e) => errorCode(e) === 'NO_CONSENT',
     );
     assert.equal((await planner.agent.rooms.list()).length, roomsListed);
     // A person inviting someone else's agent needs consent too.
     await assert.rejects(
       planner.human.rooms.create('human invites', { members: [auditor.agentId] }),
-      (e) => code(e) === 'NO_CONSENT',
+      (e) => errorCode(e) === 'NO_CONSENT',
     );
     assert.equal((await room.get()).members.length, roomsBefore);
 
@@ -90,7 +90,7 @@ describe('consent in rooms', () => {
     const t0 = performance.now();
     const req = await auditor.agent.contacts.request(planner.agentId, { reason: 'I audit rollout plans' });
     const waiting = (await room.invite(auditor.agentId).catch((e: unknown) => e)) as ParleyError;
-    assert.equal(code(waiting), 'NO_CONSENT');
+    assert.equal(errorCode(waiting), 'NO_CONSENT');
     assert.equal(waiting.details?.pending, req.id);
     const notice = await requested;
     const tNotice = performance.now();
@@ -112,7 +112,7 @@ describe('consent in rooms', () => {
     // The owner still needs its own consent: a contact of its agent is not its contact.
     await assert.rejects(
       planner.human.rooms.create('owner', { members: [auditor.agentId] }),
-      (e) => code(e) === 'NO_CONSENT',
+      (e) => errorCode(e) === 'NO_CONSENT',
     );
   });
 
@@ -153,13 +153,16 @@ describe('consent in rooms', () => {
           async () => !(await room.get()).members.some((x) => x.id === b.agentId),
           'the member to be removed',
         );
-        await assert.rejects(b.agent.rooms.room(room.id).send('gone?'), (e) => code(e) === 'NOT_A_MEMBER');
+        await assert.rejects(
+          b.agent.rooms.room(room.id).send('gone?'),
+          (e) => errorCode(e) === 'NOT_A_MEMBER',
+        );
       }
       // Nothing already said is removed.
       const history = await room.history({ order: 'oldest', limit: 200 });
       assert.ok(history.entries.some((e) => e.message.id === said.id));
       // New invites are refused again.
-      await assert.rejects(unrelated.invite(b.agentId), (e) => code(e) === 'NO_CONSENT');
+      await assert.rejects(unrelated.invite(b.agentId), (e) => errorCode(e) === 'NO_CONSENT');
       assert.equal((await unrelated.get()).members.length, 1);
     });
   }
@@ -178,14 +181,14 @@ describe('consent in rooms', () => {
         participant: t.agentId,
         viewer: outsider.agentId,
       });
-      await assert.rejects(hidden, (e) => code(e) === 'NOT_FOUND');
+      await assert.rejects(hidden, (e) => errorCode(e) === 'NOT_FOUND');
       await assert.rejects(
         request(svc, 'svc_test', registryApi.describeParticipant, { participant: newId('agent') }),
-        (e) => code(e) === 'NOT_FOUND',
+        (e) => errorCode(e) === 'NOT_FOUND',
       );
       await assert.rejects(
         t.agent.call(registryApi.describeParticipant, { participant: t.humanId }),
-        (e) => code(e) === 'PERMISSION_DENIED',
+        (e) => errorCode(e) === 'PERMISSION_DENIED',
       );
       // rooms.notify: idempotent by key, into the participant's notice room, nobody can be invited.
       const body = { to: t.agentId, text: 'hello', data: { event: 'test' }, key: `k-${Date.now()}` };
@@ -203,7 +206,7 @@ describe('consent in rooms', () => {
       );
       await assert.rejects(
         t.agent.rooms.invite(first.room, t.humanId),
-        (e) => code(e) === 'PERMISSION_DENIED',
+        (e) => errorCode(e) === 'PERMISSION_DENIED',
       );
       for (const [expected, call] of [
         ['PERMISSION_DENIED', () => t.agent.call(roomsApi.notify, body)],
@@ -221,7 +224,7 @@ describe('consent in rooms', () => {
           () => request(svc, 'svc_test', roomsApi.notify, { ...body, to: newId('agent'), key: 'k-x' }),
         ],
       ] as const) {
-        await assert.rejects(call(), (e) => code(e) === expected, expected);
+        await assert.rejects(call(), (e) => errorCode(e) === expected, expected);
       }
       assert.equal((await t.agent.rooms.room(first.room).history({ limit: 50 })).entries.length, 4);
       // contactRevoked with nothing shared changes nothing.

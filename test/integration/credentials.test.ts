@@ -14,7 +14,6 @@ import {
   buckets,
   CredentialRecord,
   governanceApi,
-  isParleyError,
   ParleyEvent,
   ParticipantPolicy,
   policyKeys,
@@ -26,6 +25,7 @@ import { silentLogger } from '@parley/kit';
 import { type Agent, connect } from '@parley/sdk';
 import { freePort, startStandalone } from '@parley/standalone';
 import {
+  codeOf,
   connectAdmin,
   connectService,
   connectTo,
@@ -36,15 +36,6 @@ import {
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return isParleyError(err) ? err.code : `not a ParleyError: ${(err as Error).message}`;
-  }
-  return 'no error';
-}
 
 describe('credentials: rotation and revocation', () => {
   let parley: TestParley;

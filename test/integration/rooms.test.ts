@@ -7,7 +7,6 @@ import {
   buckets,
   encodeJson,
   headerNames,
-  isParleyError,
   newId,
   policyKeys,
   roomsApi,
@@ -15,10 +14,9 @@ import {
   subjects,
 } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
-import { startParley, type TestParley, waitFor } from '@parley/test/harness';
+import { errorCode, startParley, type TestParley, waitFor } from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-const code = (err: unknown) => (isParleyError(err) ? err.code : `not a ParleyError: ${String(err)}`);
 
 describe('rooms', () => {
   let parley: TestParley;
@@ -110,7 +108,7 @@ describe('rooms', () => {
     // The removed member can no longer send.
     await assert.rejects(
       p('bob').agent.rooms.room(room.id).send('let me back'),
-      (e) => code(e) === 'NOT_A_MEMBER',
+      (e) => errorCode(e) === 'NOT_A_MEMBER',
     );
   });
 
@@ -165,7 +163,10 @@ describe('rooms', () => {
       [...seqs].sort((a, b) => a - b),
       seqs,
     );
-    await assert.rejects(p('carol').agent.rooms.room(room.id).history(), (e) => code(e) === 'NOT_A_MEMBER');
+    await assert.rejects(
+      p('carol').agent.rooms.room(room.id).history(),
+      (e) => errorCode(e) === 'NOT_A_MEMBER',
+    );
   });
 
   it('de-duplicates a retried send: same id, one stored message', async () => {
@@ -207,15 +208,18 @@ describe('rooms', () => {
       ),
       'PAYLOAD_TOO_LARGE',
     );
-    await assert.rejects(room.send('x', { hop: 17 }), (e) => code(e) === 'HOP_LIMIT');
-    await assert.rejects(alice.agent.rooms.room(newId('room')).send('x'), (e) => code(e) === 'NOT_FOUND');
+    await assert.rejects(room.send('x', { hop: 17 }), (e) => errorCode(e) === 'HOP_LIMIT');
+    await assert.rejects(
+      alice.agent.rooms.room(newId('room')).send('x'),
+      (e) => errorCode(e) === 'NOT_FOUND',
+    );
     await assert.rejects(
       p('carol').agent.rooms.room(room.id).send('not a member'),
-      (e) => code(e) === 'NOT_A_MEMBER',
+      (e) => errorCode(e) === 'NOT_A_MEMBER',
     );
     await assert.rejects(
       p('dave').agent.rooms.room(room.id).send('observer'),
-      (e) => code(e) === 'NOT_A_MEMBER',
+      (e) => errorCode(e) === 'NOT_A_MEMBER',
     );
     assert.equal(await logSize(), before);
   });
@@ -228,36 +232,36 @@ describe('rooms', () => {
     const before = await logSize();
     await assert.rejects(
       alice.agent.rooms.create('x', { members: [newId('agent')] }),
-      (e) => code(e) === 'NOT_FOUND',
+      (e) => errorCode(e) === 'NOT_FOUND',
     );
-    await assert.rejects(alice.agent.rooms.create(''), (e) => code(e) === 'INVALID_ARGUMENT');
+    await assert.rejects(alice.agent.rooms.create(''), (e) => errorCode(e) === 'INVALID_ARGUMENT');
     await assert.rejects(
       alice.agent.call(roomsApi.invite, { room: room.id, participant: 'agt_bad' }),
-      (e) => code(e) === 'INVALID_ARGUMENT',
+      (e) => errorCode(e) === 'INVALID_ARGUMENT',
     );
-    await assert.rejects(room.invite(newId('agent')), (e) => code(e) === 'NOT_FOUND');
+    await assert.rejects(room.invite(newId('agent')), (e) => errorCode(e) === 'NOT_FOUND');
     await assert.rejects(
       p('carol').agent.rooms.invite(room.id, p('dave').id),
-      (e) => code(e) === 'NOT_A_MEMBER',
+      (e) => errorCode(e) === 'NOT_A_MEMBER',
     );
     await assert.rejects(
       bob.agent.rooms.room(room.id).remove(alice.id),
-      (e) => code(e) === 'PERMISSION_DENIED',
+      (e) => errorCode(e) === 'PERMISSION_DENIED',
     );
-    await assert.rejects(bob.agent.rooms.room(room.id).close(), (e) => code(e) === 'PERMISSION_DENIED');
-    await assert.rejects(alice.agent.rooms.leave(room.id), (e) => code(e) === 'PERMISSION_DENIED');
+    await assert.rejects(bob.agent.rooms.room(room.id).close(), (e) => errorCode(e) === 'PERMISSION_DENIED');
+    await assert.rejects(alice.agent.rooms.leave(room.id), (e) => errorCode(e) === 'PERMISSION_DENIED');
     await assert.rejects(
       bob.agent.rooms.room(room.id).setMember(bob.id, { role: 'observer' }),
-      (e) => code(e) === 'PERMISSION_DENIED',
+      (e) => errorCode(e) === 'PERMISSION_DENIED',
     );
-    await assert.rejects(p('carol').agent.rooms.get(room.id), (e) => code(e) === 'NOT_A_MEMBER');
-    await assert.rejects(p('carol').agent.rooms.join(room.id), (e) => code(e) === 'NOT_A_MEMBER');
+    await assert.rejects(p('carol').agent.rooms.get(room.id), (e) => errorCode(e) === 'NOT_A_MEMBER');
+    await assert.rejects(p('carol').agent.rooms.join(room.id), (e) => errorCode(e) === 'NOT_A_MEMBER');
     assert.equal(JSON.stringify(await alice.agent.rooms.get(room.id)), state);
     assert.equal(await logSize(), before);
 
     await room.close();
-    await assert.rejects(room.invite(p('carol').id), (e) => code(e) === 'ROOM_CLOSED');
-    await assert.rejects(room.send('closed'), (e) => code(e) === 'ROOM_CLOSED');
+    await assert.rejects(room.invite(p('carol').id), (e) => errorCode(e) === 'ROOM_CLOSED');
+    await assert.rejects(room.send('closed'), (e) => errorCode(e) === 'ROOM_CLOSED');
     assert.ok(!(await bob.agent.rooms.list()).some((r) => r.id === room.id));
     assert.ok(
       (await bob.agent.rooms.list({ includeClosed: true })).some((r) => r.id === room.id && r.closed),
@@ -278,7 +282,7 @@ describe('rooms', () => {
       () =>
         bobRoom.send('x').then(
           () => false,
-          (e) => code(e) === 'SUSPENDED',
+          (e) => errorCode(e) === 'SUSPENDED',
         ),
       'the suspension',
       1_000,
@@ -288,7 +292,7 @@ describe('rooms', () => {
       () =>
         bobRoom.send('x').then(
           () => false,
-          (e) => code(e) === 'REVOKED',
+          (e) => errorCode(e) === 'REVOKED',
         ),
       'the revocation',
       1_000,

@@ -8,7 +8,6 @@ import {
   type ContactRequest,
   consentApi,
   encodeJson,
-  isParleyError,
   newId,
   ParleyEvent,
   request,
@@ -23,12 +22,11 @@ import {
   createAgent,
   createHuman,
   createOrg,
+  errorCode,
   startParley,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
-
-const code = (err: unknown) => (isParleyError(err) ? err.code : `not a ParleyError: ${String(err)}`);
 
 /** Every key of parley_contacts with its revision: equal before and after = nothing changed. */
 async function contactsState(kv: KV): Promise<string> {
@@ -199,7 +197,7 @@ describe('consent', () => {
     const before = await contactsState(contacts);
     await assert.rejects(
       p('grace-bot').agent.contacts.request(p('grace-bot-2').id, { reason: 'hello' }),
-      (e) => code(e) === 'INVALID_ARGUMENT',
+      (e) => errorCode(e) === 'INVALID_ARGUMENT',
     );
     // A person and someone else's agent are different owners.
     assert.equal((await check(p('grace').id, p('henry-bot').id)).allowed, false);
@@ -218,11 +216,11 @@ describe('consent', () => {
       assert.equal((await check(a, b)).allowed, false);
       await assert.rejects(
         workerConn.contacts.setOrgPolicy(org.id, { preApproveWithinOrg: true }),
-        (e) => code(e) === 'PERMISSION_DENIED',
+        (e) => errorCode(e) === 'PERMISSION_DENIED',
       );
       await assert.rejects(
         p('grace').agent.contacts.setOrgPolicy(org.id, { preApproveWithinOrg: true }),
-        (e) => code(e) === 'NOT_FOUND',
+        (e) => errorCode(e) === 'NOT_FOUND',
       );
       assert.equal((await check(a, b)).allowed, false);
       await bossConn.contacts.setOrgPolicy(org.id, { preApproveWithinOrg: true });
@@ -252,11 +250,11 @@ describe('consent', () => {
     const eventsBefore = await storedEvents(svc);
     await assert.rejects(
       asker.agent.contacts.request(target.id, { reason: 'please?' }),
-      (e) => code(e) === 'BLOCKED',
+      (e) => errorCode(e) === 'BLOCKED',
     );
     await assert.rejects(
       target.agent.contacts.request(asker.id, { reason: 'changed my mind' }),
-      (e) => code(e) === 'CONFLICT',
+      (e) => errorCode(e) === 'CONFLICT',
     );
     assert.equal(await contactsState(contacts), before);
     assert.equal(await storedEvents(svc), eventsBefore);
@@ -313,7 +311,7 @@ describe('consent', () => {
       const results = await Promise.allSettled([r.contacts.accept(req.id), r.contacts.reject(req.id)]);
       assert.equal(results.filter((x) => x.status === 'fulfilled').length, 1);
       const lost = results.find((x) => x.status === 'rejected') as PromiseRejectedResult;
-      assert.equal(code(lost.reason), 'CONFLICT');
+      assert.equal(errorCode(lost.reason), 'CONFLICT');
     } finally {
       await Promise.allSettled(pairs.flatMap(([l, , r]) => [l.close(), r.close()]));
     }
@@ -323,7 +321,7 @@ describe('consent', () => {
     const target = p('ivy-bot');
     await assert.rejects(
       p('henry').agent.contacts.setPolicy(target.id, 'owner_decides'),
-      (e) => code(e) === 'PERMISSION_DENIED',
+      (e) => errorCode(e) === 'PERMISSION_DENIED',
     );
     await p('ivy').agent.contacts.setPolicy(target.id, 'owner_decides');
     const ownerNotices: Delivery[] = [];
@@ -333,7 +331,7 @@ describe('consent', () => {
     await p('ivy').agent.listening;
     const req = await p('henry-bot').agent.contacts.request(target.id, { reason: 'owner please' });
     await waitFor(() => ownerNotices.some((n) => n.contactRequest?.id === req.id), 'the owner’s notice');
-    await assert.rejects(target.agent.contacts.accept(req.id), (e) => code(e) === 'PERMISSION_DENIED');
+    await assert.rejects(target.agent.contacts.accept(req.id), (e) => errorCode(e) === 'PERMISSION_DENIED');
     assert.ok(
       (await p('ivy').agent.contacts.pending({ of: target.id })).incoming.some((r) => r.id === req.id),
     );
@@ -348,7 +346,7 @@ describe('consent', () => {
     // Olga's agents are in another org and cannot even see an org-visible agent of this one.
     await assert.rejects(
       p('olga-org-bot').agent.contacts.request(target.id, { reason: 'other org' }),
-      (e) => code(e) === 'NOT_FOUND',
+      (e) => errorCode(e) === 'NOT_FOUND',
     );
   });
 
@@ -362,7 +360,7 @@ describe('consent', () => {
     assert.equal((await check(a.id, b.id)).allowed, false);
     assert.deepEqual((await a.agent.contacts.list()).contacts, []);
     await waitFor(() => events.some((e) => e.kind === 'revoked' && e.data.a === b.id), 'the revoked event');
-    await assert.rejects(b.agent.contacts.revoke(a.id), (e) => code(e) === 'NOT_FOUND');
+    await assert.rejects(b.agent.contacts.revoke(a.id), (e) => errorCode(e) === 'NOT_FOUND');
     const again = await a.agent.contacts.request(b.id, { reason: 'next project' });
     assert.equal(again.state, 'pending');
     assert.notEqual(again.id, req.id);
@@ -416,7 +414,7 @@ describe('consent', () => {
       ],
     ];
     for (const [expected, call] of cases) {
-      await assert.rejects(call(), (e) => code(e) === expected, `${expected}: ${call.toString()}`);
+      await assert.rejects(call(), (e) => errorCode(e) === expected, `${expected}: ${call.toString()}`);
     }
     // Not JSON, wrong values, at the wire.
     assert.equal(
@@ -441,7 +439,7 @@ describe('consent', () => {
       () => p('olga-bot').agent.contacts.reject(pending.id),
       () => p('olga-bot').agent.contacts.block(pending.id),
     ]) {
-      await assert.rejects(again(), (e) => code(e) === 'CONFLICT');
+      await assert.rejects(again(), (e) => errorCode(e) === 'CONFLICT');
     }
     assert.equal(await contactsState(contacts), afterAnswer);
     assert.equal(await storedEvents(svc), eventsAfterAnswer);
@@ -491,7 +489,7 @@ describe('consent: expiry', () => {
       assert.deepEqual(await bBot.contacts.pending(), { incoming: [], outgoing: [] });
       await assert.rejects(
         bBot.contacts.accept(req.id),
-        (e) => code(e) === 'CONFLICT' && /expired/.test(String(e)),
+        (e) => errorCode(e) === 'CONFLICT' && /expired/.test(String(e)),
       );
       // A new request may follow.
       assert.equal((await aBot.contacts.request(bBot.id, { reason: 'second chance' })).state, 'pending');

@@ -11,6 +11,7 @@ import {
   streams,
 } from '@parley/contracts';
 import {
+  codeOf,
   connectAdmin,
   connectService,
   connectTo,
@@ -23,15 +24,6 @@ import {
 } from '@parley/test/harness';
 
 type Participant = Awaited<ReturnType<typeof connectAdmin>>;
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return isParleyError(err) ? err.code : `not a ParleyError: ${(err as Error).message}`;
-  }
-  return 'no error';
-}
 
 async function inboxConsumers(svc: NatsConnection): Promise<string[]> {
   const names: string[] = [];
