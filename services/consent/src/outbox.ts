@@ -14,7 +14,6 @@
  */
 import {
   AckPolicy,
-  type ConsumerMessages,
   DeliverPolicy,
   type JetStreamClient,
   type JetStreamManager,
@@ -33,7 +32,7 @@ import {
   streams,
   type Tracer,
 } from '@parley/contracts';
-import type { Logger } from '@parley/kit';
+import { durableWorker, type Logger } from '@parley/kit';
 
 const SELF = serviceId('consent');
 /** The durable consumer's name. */
@@ -98,9 +97,6 @@ export function createOutbox(o: {
   tracer?: Tracer | undefined;
 }) {
   const log = o.log.child({ component: 'consent-outbox' });
-  let messages: ConsumerMessages | undefined;
-  let stopped = false;
-  let loop: Promise<void> | undefined;
 
   async function notify(event: ParleyEvent, to: string): Promise<void> {
     const n = noticeFor(event.kind, event.data as OutboxData, to);
@@ -147,53 +143,32 @@ export function createOutbox(o: {
     }
   }
 
-  return {
-    async start(): Promise<void> {
-      await o.jsm.consumers
-        .add(streams.events, {
-          durable_name: OUTBOX_CONSUMER,
-          filter_subject: 'parley.evt.consent.>',
-          ack_policy: AckPolicy.Explicit,
-          deliver_policy: DeliverPolicy.New,
-          // One at a time, in stream order: a participant's notices keep the order of the changes.
-          max_ack_pending: 1,
-          ack_wait: nanos(60_000),
-          max_deliver: -1,
-        })
-        .catch((err: Error) => {
-          if (!/already in use|exists/i.test(err.message)) throw err;
-        });
-      const consumer = await o.js.consumers.get(streams.events, OUTBOX_CONSUMER);
-      const iter = await consumer.consume({ max_messages: 16 });
-      messages = iter;
-      loop = (async () => {
-        for await (const m of iter) {
-          try {
-            await handle(m);
-            m.ack();
-          } catch (err) {
-            if (stopped) return;
-            if (m.info.deliveryCount >= MAX_ATTEMPTS) {
-              log.error(
-                { err, subject: m.subject, seq: m.seq },
-                'consent event given up after repeated failures',
-              );
-              m.term();
-              continue;
-            }
-            log.warn(
-              { err: (err as Error).message, subject: m.subject },
-              'consent event not handled yet; will retry',
-            );
-            m.nak(Math.min(250 * 2 ** (m.info.deliveryCount - 1), 10_000));
-          }
-        }
-      })();
+  return durableWorker({
+    js: o.js,
+    jsm: o.jsm,
+    stream: streams.events,
+    consumer: {
+      durable_name: OUTBOX_CONSUMER,
+      filter_subject: 'parley.evt.consent.>',
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.New,
+      // One at a time, in stream order: a participant's notices keep the order of the changes.
+      max_ack_pending: 1,
+      ack_wait: nanos(60_000),
+      max_deliver: -1,
     },
-    async stop(): Promise<void> {
-      stopped = true;
-      await messages?.close().catch(() => undefined);
-      await loop?.catch(() => undefined);
+    maxMessages: 16,
+    handle,
+    retry: (m, err) => {
+      if (m.info.deliveryCount >= MAX_ATTEMPTS) {
+        log.error({ err, subject: m.subject, seq: m.seq }, 'consent event given up after repeated failures');
+        return 'term';
+      }
+      log.warn(
+        { err: (err as Error).message, subject: m.subject },
+        'consent event not handled yet; will retry',
+      );
+      return Math.min(250 * 2 ** (m.info.deliveryCount - 1), 10_000);
     },
-  };
+  });
 }

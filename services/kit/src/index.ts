@@ -12,3 +12,4 @@ export * from './nats.js';
 export * from './process.js';
 export * from './service.js';
 export * from './telemetry.js';
+export * from './worker.js';

@@ -4,13 +4,7 @@
  * the message goes to `parley.dlq.<recipient>` (PARLEY_DLQ), an audit record and an event are
  * written, and the sender is told by a private notice in the room log that only it receives.
  */
-import {
-  AckPolicy,
-  type ConsumerMessages,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-} from '@nats-io/jetstream';
+import { AckPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import {
   type DeadLetter,
@@ -24,7 +18,7 @@ import {
   subjects,
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { appendAudit, publishEvent } from '@parley/kit';
+import { appendAudit, durableWorker, publishEvent } from '@parley/kit';
 import { appendEntry, systemEntry } from './room-log.js';
 
 const dec = new TextDecoder();
@@ -44,8 +38,6 @@ export function createDeadLetters(o: {
   log: Logger;
 }) {
   const log = o.log.child({ component: 'dlq' });
-  let messages: ConsumerMessages | undefined;
-  let stopped = false;
 
   async function handle(m: JsMsg): Promise<void> {
     const a = JSON.parse(dec.decode(m.data)) as MaxDeliveriesAdvisory;
@@ -106,37 +98,21 @@ export function createDeadLetters(o: {
     log.warn({ recipient, room, roomSeq, message: message.id }, 'delivery dead-lettered');
   }
 
-  return {
-    async start(): Promise<void> {
-      await o.jsm.consumers
-        .add(streams.advisories, {
-          durable_name: CONSUMER,
-          ack_policy: AckPolicy.Explicit,
-          ack_wait: nanos(30_000),
-          max_deliver: -1,
-        })
-        .catch((err: Error) => {
-          if (!/already in use|exists/i.test(err.message)) throw err;
-        });
-      const consumer = await o.js.consumers.get(streams.advisories, CONSUMER);
-      const iter = await consumer.consume({ max_messages: 64 });
-      messages = iter;
-      void (async () => {
-        for await (const m of iter) {
-          try {
-            await handle(m);
-            m.ack();
-          } catch (err) {
-            if (stopped) return;
-            log.error({ err }, 'dead letter not recorded; will retry');
-            m.nak(1_000);
-          }
-        }
-      })();
+  return durableWorker({
+    js: o.js,
+    jsm: o.jsm,
+    stream: streams.advisories,
+    consumer: {
+      durable_name: CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: nanos(30_000),
+      max_deliver: -1,
     },
-    async stop(): Promise<void> {
-      stopped = true;
-      await messages?.close();
+    maxMessages: 64,
+    handle,
+    retry: (_m, err) => {
+      log.error({ err }, 'dead letter not recorded; will retry');
+      return 1_000;
     },
-  };
+  });
 }

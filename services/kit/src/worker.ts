@@ -1,0 +1,64 @@
+/**
+ * A background worker on a durable consumer: creates the consumer when it does not exist yet (any
+ * replica may, they share it), then hands each message to `handle` and acks it; a throw asks
+ * `retry` whether to redeliver it later (`nak` after the delay it returns) or give up (`term`).
+ */
+import type {
+  ConsumerConfig,
+  ConsumerMessages,
+  JetStreamClient,
+  JetStreamManager,
+  JsMsg,
+} from '@nats-io/jetstream';
+
+export interface DurableWorkerOptions {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  stream: string;
+  consumer: Partial<ConsumerConfig> & { durable_name: string };
+  /** Messages pulled at a time. */
+  maxMessages: number;
+  handle: (m: JsMsg) => Promise<void>;
+  /** After `handle` threw: milliseconds until redelivery, or `'term'` to give the message up. */
+  retry: (m: JsMsg, err: unknown) => number | 'term';
+}
+
+export interface DurableWorker {
+  start(): Promise<void>;
+  /** Stops pulling and waits for the message in hand. */
+  stop(): Promise<void>;
+}
+
+export function durableWorker(o: DurableWorkerOptions): DurableWorker {
+  let messages: ConsumerMessages | undefined;
+  let loop: Promise<void> | undefined;
+  let stopped = false;
+  return {
+    async start() {
+      await o.jsm.consumers.add(o.stream, o.consumer).catch((err: Error) => {
+        if (!/already in use|exists/i.test(err.message)) throw err;
+      });
+      const consumer = await o.js.consumers.get(o.stream, o.consumer.durable_name);
+      const iter = await consumer.consume({ max_messages: o.maxMessages });
+      messages = iter;
+      loop = (async () => {
+        for await (const m of iter) {
+          try {
+            await o.handle(m);
+            m.ack();
+          } catch (err) {
+            if (stopped) return;
+            const after = o.retry(m, err);
+            if (after === 'term') m.term();
+            else m.nak(after);
+          }
+        }
+      })();
+    },
+    async stop() {
+      stopped = true;
+      await messages?.close().catch(() => undefined);
+      await loop?.catch(() => undefined);
+    },
+  };
+}
