@@ -1,13 +1,19 @@
-/** Resolves when `condition` returns true (polled), or rejects after `timeoutMs` with `what`. */
+/**
+ * Resolves when `condition` returns true (polled), or rejects after `timeoutMs` with `what` (a
+ * function is asked at the timeout, so the error can say how far it got).
+ */
 export async function waitFor(
   condition: () => boolean | Promise<boolean>,
-  what: string,
+  what: string | (() => string),
   timeoutMs = 10_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await condition()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`,
+      );
     await new Promise((r) => setTimeout(r, 20));
   }
 }

@@ -127,7 +127,10 @@ describe('reliability: nats-server killed -9 under traffic', () => {
         members.every((m) =>
           [...accepted].every(([room, ids]) => (m.handled.get(room)?.length ?? 0) >= ids.length),
         ),
-      'every member to handle every accepted message',
+      () =>
+        `every member to handle every accepted message (handled ${members
+          .map((m) => [...accepted.keys()].map((room) => `${m.handled.get(room)?.length ?? 0}`).join('+'))
+          .join(', ')} of ${[...accepted.values()].map((ids) => ids.length).join('+')})`,
       120_000,
     );
     assertExactlyOnceInOrder(members, accepted);
