@@ -4,6 +4,7 @@
  * the committed files.
  */
 
+import { readFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 import * as z from 'zod';
 import {
@@ -26,7 +27,10 @@ import {
 /** Paths relative to the repository root → file contents. */
 export type GeneratedFiles = Map<string, string>;
 
-const PKG_VERSION = '0.1.0';
+// The contracts package's version, as the protocol documents state it.
+const PKG_VERSION: string = JSON.parse(
+  readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
+).version;
 
 function schemaName(schema: z.ZodType): string {
   const meta = protocolSchemas.get(schema);

@@ -91,6 +91,14 @@ export const errorCodes = {
 /** One of Parley's stable error codes. */
 export type ErrorCode = keyof typeof errorCodes;
 
+/**
+ * True when `code` is one of Parley's error codes. An own-property test: `in` would also accept
+ * names inherited from `Object.prototype` such as `constructor` or `toString`.
+ */
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && Object.hasOwn(errorCodes, code);
+}
+
 /** The list of error codes, in registry order. */
 export const ERROR_CODES = Object.keys(errorCodes) as [ErrorCode, ...ErrorCode[]];
 
@@ -176,7 +184,7 @@ export class ParleyError extends Error {
 export function isParleyError(err: unknown, code?: ErrorCode): err is ParleyError {
   if (typeof err !== 'object' || err === null) return false;
   const c = (err as { code?: unknown }).code;
-  if (typeof c !== 'string' || !(c in errorCodes)) return false;
+  if (!isErrorCode(c)) return false;
   return code === undefined || c === code;
 }
 

@@ -124,4 +124,10 @@ describe('ParleyError', () => {
     assert.ok(isParleyError({ code: 'NO_CONSENT' }, 'NO_CONSENT'));
     assert.ok(!isParleyError({ code: 'SOMETHING_ELSE' }));
   });
+
+  it('does not take names inherited from Object.prototype for error codes', () => {
+    for (const code of ['constructor', 'toString', 'hasOwnProperty', '__proto__']) {
+      assert.equal(isParleyError({ code }), false, code);
+    }
+  });
 });

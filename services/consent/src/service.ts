@@ -23,6 +23,7 @@ import {
   type Logger,
   type MicroService,
   type ParleyService,
+  packageVersion,
   publishEvent,
   type ServiceTelemetry,
   serveApis,
@@ -634,7 +635,7 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
       await outbox.start();
       micro = createMicroService(nc, {
         name: 'parley-consent',
-        version: '0.1.0',
+        version: packageVersion(import.meta.url),
         description: 'Contact requests, bilateral contacts, blocks and consent policies.',
       });
       serveApis(micro, handlers, {

@@ -18,6 +18,7 @@ import {
   type DelegationVerifier,
   type Logger,
   type ParleyService,
+  packageVersion,
   type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
@@ -173,7 +174,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
 
       micro = createMicroService(deps.nc, {
         name: 'parley-governance',
-        version: '0.1.0',
+        version: packageVersion(import.meta.url),
         description: 'Credentials, delegation, authorization, audit, kill switch, guards, usage.',
       });
       serveApis(

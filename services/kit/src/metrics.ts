@@ -8,7 +8,7 @@
  * format straight into our Fastify route instead of opening a server of its own, its counters are a
  * few property writes on the hot path, and /metrics keeps working with OTEL_SDK_DISABLED.
  */
-import { type ErrorCode, errorCodes } from '@parley/contracts';
+import { type ErrorCode, isErrorCode } from '@parley/contracts';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Names of the metrics (all prefixed `parley_`), for dashboards, alerts and tests. */
@@ -79,7 +79,7 @@ export interface ParleyMetrics {
 
 // A label value from outside the closed set becomes INTERNAL instead of a new series.
 const codeLabel = (code: string | undefined): OkOrCode =>
-  code === undefined || code === 'OK' ? 'OK' : code in errorCodes ? (code as ErrorCode) : 'INTERNAL';
+  code === undefined || code === 'OK' ? 'OK' : isErrorCode(code) ? code : 'INTERNAL';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 

@@ -1,3 +1,6 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Tracer } from '@opentelemetry/api';
 import type { ParleyMetrics } from './metrics.js';
 
@@ -24,4 +27,23 @@ export interface ServiceTelemetry {
   tracer?: Tracer;
   /** The process's metrics. */
   metrics?: ParleyMetrics;
+}
+
+/**
+ * The version in the `package.json` of the package that holds `moduleUrl` (pass `import.meta.url`):
+ * the nearest one above the module, so the answer is the same from `src/` (tests) and `dist/`.
+ */
+export function packageVersion(moduleUrl: string): string {
+  let dir = dirname(fileURLToPath(moduleUrl));
+  for (;;) {
+    const candidate = join(dir, 'package.json');
+    if (existsSync(candidate)) {
+      const { version } = JSON.parse(readFileSync(candidate, 'utf8')) as { version?: unknown };
+      if (typeof version !== 'string') throw new Error(`${candidate} has no version`);
+      return version;
+    }
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error(`no package.json above ${moduleUrl}`);
+    dir = parent;
+  }
 }

@@ -147,6 +147,7 @@ describe('metrics', () => {
     m.recordMessage('fanned_out', 'OK', 3);
     // Not an error code: folded into INTERNAL instead of becoming a new series.
     m.recordMessage('failed', 'disk on fire' as never);
+    m.recordMessage('failed', 'constructor' as never);
     m.recordDenial('NO_CONSENT');
     m.recordDenial('NO_CONSENT');
     m.observeDelivery(0.004);
@@ -158,7 +159,7 @@ describe('metrics', () => {
     assert.equal(sampleValue(f, 'parley_messages_total', { outcome: 'accepted', code: 'OK' }), 1);
     assert.equal(sampleValue(f, 'parley_messages_total', { outcome: 'refused', code: 'NOT_A_MEMBER' }), 1);
     assert.equal(sampleValue(f, 'parley_messages_total', { outcome: 'fanned_out' }), 3);
-    assert.equal(sampleValue(f, 'parley_messages_total', { outcome: 'failed', code: 'INTERNAL' }), 1);
+    assert.equal(sampleValue(f, 'parley_messages_total', { outcome: 'failed', code: 'INTERNAL' }), 2);
     assert.equal(sampleValue(f, 'parley_policy_denials_total', { reason: 'NO_CONSENT' }), 2);
     assert.equal(sampleValue(f, 'parley_message_delivery_seconds_count'), 1);
     assert.equal(sampleValue(f, 'parley_message_delivery_seconds_bucket', { le: '0.005' }), 1);

@@ -25,6 +25,7 @@ import {
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { invalidArgument, isParleyError, ParleyError, RoomId } from '@parley/contracts';
+import { packageVersion } from '@parley/kit';
 import type { PullBatch } from '@parley/sdk';
 import * as z from 'zod';
 import { newFence, renderMessages, structure } from './render.js';
@@ -32,7 +33,11 @@ import type { AgentRuntime } from './runtime.js';
 import { type ToolDefinition, tools, type WaitLimits } from './tools.js';
 
 /** The bridge's implementation name and version, as MCP clients see them. */
-export const SERVER_INFO = { name: 'parley', title: 'Parley', version: '0.1.0' } as const;
+export const SERVER_INFO = {
+  name: 'parley',
+  title: 'Parley',
+  version: packageVersion(import.meta.url),
+} as const;
 
 /** Options of {@link createBridgeServer}. */
 export interface BridgeServerOptions {

@@ -33,6 +33,7 @@ import {
   isKvConflict,
   type Logger,
   type ParleyService,
+  packageVersion,
   type ServiceTelemetry,
   serveApis,
   snapshotKv,
@@ -169,7 +170,7 @@ export function createMcpService(deps: McpServiceDeps): McpService {
       policyKv = await kvm.open(buckets.policy);
       micro = createMicroService(deps.nc, {
         name: 'parley-mcp',
-        version: '0.1.0',
+        version: packageVersion(import.meta.url),
         description: 'MCP bridge: runtime bindings and the access tokens of the HTTP endpoint.',
       });
       const common = { log, tracer: deps.tracer, metrics: deps.metrics };

@@ -33,6 +33,7 @@ import {
   type KvWatch,
   type Logger,
   type ParleyService,
+  packageVersion,
   publishEvent,
   respondError,
   type ServiceTelemetry,
@@ -483,7 +484,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
       presence.start();
       micro = createMicroService(nc, {
         name: 'parley-registry',
-        version: '0.1.0',
+        version: packageVersion(import.meta.url),
         description: 'Orgs, humans, agents with cards, discovery and presence.',
       });
       micro.subscribe(subjects.presenceListen(), 'registry', onHeartbeat);

@@ -10,6 +10,7 @@ import {
   type Logger,
   type MicroService,
   type ParleyService,
+  packageVersion,
   type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
@@ -84,7 +85,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       });
       micro = createMicroService(deps.nc, {
         name: 'parley-rooms',
-        version: '0.1.0',
+        version: packageVersion(import.meta.url),
         description: 'Rooms, membership, the message ingress and the fan-out.',
         metadata: { replica: config.PARLEY_REPLICA_ID },
       });
