@@ -294,6 +294,68 @@ describe('attacks on the backbone (issue 13)', () => {
     });
   });
 
+  describe('hole 2: links are verified before they are followed', () => {
+    let secretRoom: string;
+    let secret: string;
+    before(async () => {
+      secretRoom = (await victim.agent.rooms.create('secret room', { members: [colleague.id] })).room.id;
+      secret = (await colleague.agent.rooms.room(secretRoom).send('the launch code is hunter2')).id;
+    });
+
+    it('does not follow a causedBy the sender could not read: no hop, no text, no sender of the other room', async () => {
+      const bait = await attacker.agent.rooms.room(ownRoom).send('innocent', { causedBy: secret });
+      const chain = await attacker.agent.call(governanceApi.auditChain, { of: bait.id });
+      assert.equal(chain.hops.length, 1);
+      assert.equal(chain.hops[0]?.id, bait.id);
+      assert.equal(chain.hops[0]?.linkUnverified, true);
+      const shown = JSON.stringify(chain);
+      assert.doesNotMatch(shown, /hunter2/);
+      assert.ok(!shown.includes(colleague.id) && !shown.includes(secretRoom));
+    });
+
+    it('does not follow a recorded tool call’s message the caller could not read', async () => {
+      const id = newId('toolCall');
+      await attacker.agent.call(governanceApi.recordToolCall, {
+        id,
+        tool: 'search',
+        argsDigest: `sha256=${'0'.repeat(64)}`,
+        status: 'ok',
+        durationMs: 1,
+        message: secret,
+      });
+      const chain = await attacker.agent.call(governanceApi.auditChain, { of: id });
+      assert.equal(chain.hops.length, 1);
+      assert.equal(chain.hops[0]?.linkUnverified, true);
+      assert.doesNotMatch(JSON.stringify(chain), /hunter2/);
+    });
+
+    it('shows a verified hop in a room the caller may not read only as existing, and in full to a member', async () => {
+      const reader = await worldB.agentOf(ownerB, 'reader', []);
+      const shared = (await victim.agent.rooms.create('shared', { members: [reader.id] })).room.id;
+      // The victim reads the secret room and links to its message: a verified link.
+      const relay = await victim.agent.rooms.room(shared).send('following up', { causedBy: secret });
+      const last = await reader.agent.rooms.room(shared).send('ok', { causedBy: relay.id });
+      const chain = await reader.agent.call(governanceApi.auditChain, { of: last.id });
+      assert.deepEqual(
+        chain.hops.map((h) => [h.id, h.redacted === true]),
+        [
+          [last.id, false],
+          [relay.id, false],
+          [secret, true],
+        ],
+      );
+      const hidden = chain.hops[2];
+      assert.equal(hidden?.actor, undefined);
+      assert.equal(hidden?.text, undefined);
+      assert.equal(hidden?.room, undefined);
+      assert.doesNotMatch(JSON.stringify(chain), /hunter2/);
+      // A member of both rooms sees the whole chain.
+      const full = await victim.agent.call(governanceApi.auditChain, { of: last.id });
+      assert.equal(full.hops[2]?.text, 'the launch code is hunter2');
+      assert.equal(full.hops[2]?.actor, colleague.id);
+    });
+  });
+
   describe('hole 3: suspended means suspended for every method that changes anything', () => {
     it('refuses a suspended agent room creation, invites, pausing and contact requests, and changes nothing', async () => {
       const bot = await worldB.agentOf(ownerB, 'to-suspend', []);
@@ -346,6 +408,37 @@ describe('attacks on the backbone (issue 13)', () => {
       assert.equal(room.paused, false, 'the victim’s room is not paused');
       const usage = await ownerA.agent.call(governanceApi.usage, { by: 'agent', agent: spender.id });
       assert.equal(usage.total.reports, 0, 'nothing was counted');
+    });
+  });
+  describe('hole 5: bounded input', () => {
+    it('refuses a data part nested 10,000 levels deep (and one level past the bound) with INVALID_ARGUMENT, storing nothing', async () => {
+      const nest = (depth: number) => {
+        let v: Record<string, unknown> = { leaf: true };
+        for (let i = 1; i < depth; i++) v = { v };
+        return v;
+      };
+      const room = attacker.agent.rooms.room(ownRoom);
+      const log = subjects.room(partitionOf(ownRoom, backboneDefaults().partitions), ownRoom);
+      const before = await lastSeqOf(streams.rooms, log);
+      // 10,000 levels over the raw connection, as the attack sent it (the SDK's own encoder is not the target).
+      const deep = `{"room":"${ownRoom}","clientMsgId":"deep","parts":[{"type":"data","data":${'{"v":'.repeat(10_000)}1${'}'.repeat(10_000)}}]}`;
+      const reply = await attackerNc.request(subjects.send(attacker.id), new TextEncoder().encode(deep));
+      assert.equal(reply.headers?.get(headerNames.error), 'INVALID_ARGUMENT');
+      assert.match(reply.string(), /deeper than 32/);
+      assert.equal(await codeOf(room.send([{ type: 'data', data: nest(33) }])), 'INVALID_ARGUMENT');
+      assert.equal(await lastSeqOf(streams.rooms, log), before, 'nothing stored');
+      // The bound itself is accepted.
+      await room.send([{ type: 'data', data: nest(32) }]);
+    });
+
+    it('answers /mcp with a JSON content type and an empty body 400, not 500', async () => {
+      const res = await fetch(`${parley.httpUrl}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer x' },
+        body: '',
+      });
+      assert.equal(res.status, 400);
+      assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'INVALID_ARGUMENT');
     });
   });
 });
