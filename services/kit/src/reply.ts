@@ -31,16 +31,14 @@ export function refusedReply(subject: string, reply: string): RefusedReply | und
   if (!subject.startsWith(IN)) return reply.startsWith(INBOX) ? undefined : 'no_caller';
   const end = subject.indexOf('.', IN.length);
   if (end <= IN.length) return 'no_caller';
-  // Compared piecewise rather than building `_INBOX.<caller>.`: this runs for every reply.
+  // Compared in place rather than building `_INBOX.<caller>.`: this runs for every reply.
   const callerLength = end - IN.length;
-  if (
-    reply.length > INBOX.length + callerLength + 1 &&
-    reply.startsWith(INBOX) &&
-    reply.startsWith(subject.slice(IN.length, end + 1), INBOX.length)
-  ) {
-    return undefined;
+  if (reply.length <= INBOX.length + callerLength + 1 || !reply.startsWith(INBOX)) return 'foreign_reply';
+  // `<caller>.` of the subject against the same stretch of the reply (the dot included).
+  for (let i = 0; i <= callerLength; i++) {
+    if (reply.charCodeAt(INBOX.length + i) !== subject.charCodeAt(IN.length + i)) return 'foreign_reply';
   }
-  return 'foreign_reply';
+  return undefined;
 }
 
 /**
