@@ -25,7 +25,7 @@ import {
   streams,
   subjects,
 } from '@parley/contracts';
-import { mintResponderCreds } from '@parley/governance';
+import { mintResponderCreds, mintSystemCreds, publicKeys } from '@parley/governance';
 import {
   codeOf,
   connectService,
@@ -258,6 +258,51 @@ describe('attacks on the backbone (issue 13)', () => {
         assert.ok(!responder.errors.some((e) => e.includes('_INBOX')), 'replies are allowed');
       } finally {
         await responder.nc.close();
+      }
+    });
+  });
+
+  describe('hole 1b: every service receives its requests on its responder connection', () => {
+    it('subscribes the request subjects only on the connections named parley-<service>-responder', async () => {
+      const sys = await natsConnect({
+        servers: parley.natsUrl,
+        authenticator: credsAuthenticator(
+          new TextEncoder().encode((await mintSystemCreds(parley.home.keys)).creds),
+        ),
+      });
+      try {
+        const account = publicKeys(parley.home.keys).account;
+        const reply = await sys.request(
+          `$SYS.REQ.ACCOUNT.${account}.CONNZ`,
+          encodeJson({ subscriptions: true, limit: 1024 }),
+        );
+        const conns = reply.json<{
+          data: { connections: { name?: string; subscriptions_list?: string[] }[] };
+        }>().data.connections;
+        const listening = (name: string) =>
+          conns
+            .filter((c) => c.name === name)
+            .flatMap((c) => c.subscriptions_list ?? [])
+            .filter((s) => s.startsWith('parley.in.'));
+        const expected: Record<string, string[]> = {
+          rooms: ['parley.in.*.send', 'parley.in.*.api.rooms.*'],
+          registry: ['parley.in.*.presence', 'parley.in.*.api.registry.*'],
+          governance: ['parley.in.*.usage', 'parley.in.*.api.governance.*'],
+          consent: ['parley.in.*.api.consent.*'],
+          mcp: ['parley.in.*.api.bindings.*', 'parley.in.*.api.mcp.*'],
+        };
+        for (const [service, subs] of Object.entries(expected)) {
+          const onResponder = listening(`parley-${service}-responder`);
+          for (const sub of subs)
+            assert.ok(onResponder.includes(sub), `${service} listens on ${sub} as its responder`);
+          assert.deepEqual(
+            listening(`parley-${service}`),
+            [],
+            `${service}'s service connection receives no requests`,
+          );
+        }
+      } finally {
+        await sys.close();
       }
     });
   });
