@@ -145,6 +145,7 @@ export const bindingsApi = {
   list: defineApi({
     service: 'bindings',
     method: 'list',
+    effect: 'read',
     summary: 'The caller’s bindings.',
     access: 'participant',
     request: named('ListBindingsRequest', z.object({})),
@@ -181,6 +182,7 @@ export const mcpApi = {
   listTokens: defineApi({
     service: 'mcp',
     method: 'listTokens',
+    effect: 'read',
     summary: 'The tokens of an agent (the agent, its owner or an admin of its org); never their secrets.',
     access: 'participant',
     request: named('ListMcpTokensRequest', z.object({ agent: AgentId })),

@@ -145,6 +145,7 @@ export const consentApi = {
   list: defineApi({
     service: 'consent',
     method: 'list',
+    effect: 'read',
     summary: 'The contacts of the caller (or of its agent) and whom it blocked.',
     access: 'participant',
     request: named('ListContactsRequest', z.object({ of: Of() })),
@@ -159,6 +160,7 @@ export const consentApi = {
   pending: defineApi({
     service: 'consent',
     method: 'pending',
+    effect: 'read',
     summary:
       'Pending requests to and from the caller and, for a human, to and from its agents (or only those of `of`).',
     access: 'participant',
@@ -171,6 +173,7 @@ export const consentApi = {
   check: defineApi({
     service: 'consent',
     method: 'check',
+    effect: 'read',
     summary:
       'Services only: may `a` bring `b` into a conversation (invite, room with members, direct room)? Used by the rooms service.',
     access: 'service',

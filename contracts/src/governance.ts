@@ -109,6 +109,36 @@ export const ParticipantPolicy = named(
 );
 export type ParticipantPolicy = z.infer<typeof ParticipantPolicy>;
 
+/** The reason every reader gives for a `participant.<id>` record that does not parse. */
+export const MALFORMED_STANDING_REASON =
+  'its standing record in parley_policy is malformed (governance must rewrite it: resume or revoke)';
+
+/**
+ * Reads a `participant.<id>` value of `parley_policy`, the same way in every service. A record that
+ * is not a valid {@link ParticipantPolicy} (not JSON, a reply body, a missing status…) is an error,
+ * and every reader treats it alike: the participant is **suspended** (`malformed: true`, the reason
+ * says so) until governance writes a valid record. Never "suspended" in one reader and "active" in
+ * another.
+ */
+export function readStanding(data: Uint8Array | string): { standing: ParticipantPolicy; malformed: boolean } {
+  try {
+    const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
+    const parsed = ParticipantPolicy.safeParse(JSON.parse(text));
+    if (parsed.success) return { standing: parsed.data, malformed: false };
+  } catch {
+    // not JSON: malformed like any other bad record
+  }
+  return {
+    standing: {
+      status: 'suspended',
+      reason: MALFORMED_STANDING_REASON,
+      at: new Date(0).toISOString(),
+      by: 'svc_governance' as ParticipantPolicy['by'],
+    },
+    malformed: true,
+  };
+}
+
 /** Keys of the `parley_policy` bucket. */
 export const policyKeys = {
   /** {@link ParticipantPolicy} of a participant. */
@@ -249,7 +279,21 @@ export const AuditHop = named(
   z.object({
     kind: z.enum(['tool_call', 'message']),
     id: z.string().describe('tc_… or msg_…'),
-    actor: PrincipalId.describe('Who acted: the sender of the message, the caller of the tool.'),
+    actor: PrincipalId.optional().describe(
+      'Who acted: the sender of the message, the caller of the tool. Absent on a redacted hop.',
+    ),
+    redacted: z
+      .literal(true)
+      .optional()
+      .describe(
+        'The hop is in a room the caller may not read: only that it exists (id, kind, time) is shown.',
+      ),
+    linkUnverified: z
+      .literal(true)
+      .optional()
+      .describe(
+        'Its `causedBy` (a tool call: its message) names a message its actor could not read: a caller-asserted link that was not followed.',
+      ),
     onBehalfOf: z
       .array(PrincipalId)
       .default([])
@@ -353,6 +397,7 @@ export const governanceApi = {
   jwks: defineApi({
     service: 'governance',
     method: 'jwks',
+    effect: 'read',
     summary:
       'The public keys that verify delegation tokens (a JWKS). The rooms ingress reads the same keys from parley_policy.',
     access: 'any',
@@ -447,6 +492,7 @@ export const governanceApi = {
   authorize: defineApi({
     service: 'governance',
     method: 'authorize',
+    effect: 'read',
     summary:
       'May the caller perform `action` (under `token`, or on its own authority)? Allowed only if the action is in the token’s scope, the caller is its current actor and is itself granted the action, nobody in the chain is suspended or revoked, and org policy allows it. Recorded in the audit log.',
     access: 'participant',
@@ -560,6 +606,7 @@ export const governanceApi = {
   usage: defineApi({
     service: 'governance',
     method: 'usage',
+    effect: 'read',
     summary:
       'Usage the caller may see (its own, its agents’, its org’s for an admin), summed by agent, owner, org, room or day, from `since` to `until` (UTC days).',
     access: 'participant',
@@ -587,6 +634,7 @@ export const governanceApi = {
   auditChain: defineApi({
     service: 'governance',
     method: 'auditChain',
+    effect: 'read',
     summary:
       'Walk a message or tool call back to the human who started it: each hop with actor, on-behalf-of chain, decision and reason (participants of the chain, admins and services).',
     access: 'participant',

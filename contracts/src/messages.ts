@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { MessageId, ParticipantId, PrincipalId, RoomId, TaskId } from './ids.js';
-import { limits } from './limits.js';
+import { jsonDepth, limits } from './limits.js';
 import { named } from './registry-of-schemas.js';
 
 /** A text part: what a person or a model reads. */
@@ -20,7 +20,12 @@ export const DataPart = named(
   z
     .object({
       type: z.literal('data'),
-      data: z.record(z.string(), z.unknown()).describe('Any JSON object.'),
+      data: z
+        .record(z.string(), z.unknown())
+        .refine((d) => jsonDepth(d, limits.maxDataDepth) <= limits.maxDataDepth, {
+          message: `data nests deeper than ${limits.maxDataDepth} levels`,
+        })
+        .describe(`Any JSON object, nested at most ${limits.maxDataDepth} levels deep.`),
       mediaType: z.string().max(127).optional().describe('e.g. application/json'),
     })
     .describe('Structured data, like an A2A DataPart.'),
@@ -173,7 +178,12 @@ export const SendRequest = named(
         .max(8192)
         .optional()
         .describe('A delegation token (compact JWS) the sender acts under.'),
-      metadata: z.record(z.string().max(64), z.string().max(1024)).optional(),
+      metadata: z
+        .record(z.string().max(64), z.string().max(1024))
+        .refine((m) => Object.keys(m).length <= limits.maxMetadataEntries, {
+          message: `metadata has more than ${limits.maxMetadataEntries} entries`,
+        })
+        .optional(),
     })
     .describe('A message to append to a room.'),
 );

@@ -206,6 +206,7 @@ export const registryApi = {
   whoami: defineApi({
     service: 'registry',
     method: 'whoami',
+    effect: 'read',
     summary: 'Who the caller is, as the registry knows it.',
     access: 'any',
     request: named('WhoAmIRequest', z.object({})),
@@ -222,6 +223,7 @@ export const registryApi = {
   listOrgs: defineApi({
     service: 'registry',
     method: 'listOrgs',
+    effect: 'read',
     summary: 'Organisations the caller can see.',
     access: 'human',
     request: named('ListOrgsRequest', z.object({})),
@@ -246,6 +248,7 @@ export const registryApi = {
   getUser: defineApi({
     service: 'registry',
     method: 'getUser',
+    effect: 'read',
     summary: 'A human in the caller’s org.',
     access: 'participant',
     request: named('GetUserRequest', z.object({ user: UserId })),
@@ -263,6 +266,7 @@ export const registryApi = {
   getAgent: defineApi({
     service: 'registry',
     method: 'getAgent',
+    effect: 'read',
     summary: 'An agent the caller may see.',
     access: 'participant',
     request: named('GetAgentRequest', z.object({ agent: AgentId })),
@@ -290,6 +294,7 @@ export const registryApi = {
   listAgents: defineApi({
     service: 'registry',
     method: 'listAgents',
+    effect: 'read',
     summary: 'Inventory: agents by owner or org, with presence (what the caller may see).',
     access: 'participant',
     request: named(
@@ -304,6 +309,7 @@ export const registryApi = {
   discover: defineApi({
     service: 'registry',
     method: 'discover',
+    effect: 'read',
     summary:
       'Search agents by skill, tag, text, runtime, owner or org; only agents the caller may see; exact skill matches first.',
     access: 'participant',
@@ -328,6 +334,7 @@ export const registryApi = {
   checkManage: defineApi({
     service: 'registry',
     method: 'checkManage',
+    effect: 'read',
     summary:
       'Services only: may `actor` manage `participant` (rotate or revoke its credentials)? The owner, an admin of its org, the superadmin and services may; a human may manage itself. Refusals are NOT_FOUND when the actor may not even see it, else PERMISSION_DENIED.',
     access: 'service',
@@ -337,6 +344,7 @@ export const registryApi = {
   describeParticipant: defineApi({
     service: 'registry',
     method: 'describeParticipant',
+    effect: 'read',
     summary:
       'Services only: what the registry knows of a participant (kind, name, org, owner). With `viewer`, NOT_FOUND unless the viewer may see it (the rules of discovery).',
     access: 'service',
@@ -349,6 +357,7 @@ export const registryApi = {
   presence: defineApi({
     service: 'registry',
     method: 'presence',
+    effect: 'read',
     summary: 'Presence of participants the caller may see.',
     access: 'participant',
     request: named('GetPresenceRequest', z.object({ participants: z.array(ParticipantId).min(1).max(100) })),

@@ -149,6 +149,7 @@ export const roomsApi = {
   get: defineApi({
     service: 'rooms',
     method: 'get',
+    effect: 'read',
     summary: 'A room with its members (members only).',
     access: 'participant',
     request: named('GetRoomRequest', RoomRef()),
@@ -157,6 +158,7 @@ export const roomsApi = {
   list: defineApi({
     service: 'rooms',
     method: 'list',
+    effect: 'read',
     summary: 'The rooms the caller is a member of.',
     access: 'participant',
     request: named(
@@ -234,6 +236,7 @@ export const roomsApi = {
   history: defineApi({
     service: 'rooms',
     method: 'history',
+    effect: 'read',
     summary: 'A page of a room’s log (members only), newest or oldest first.',
     access: 'participant',
     request: named(
@@ -279,6 +282,7 @@ export const roomsApi = {
   members: defineApi({
     service: 'rooms',
     method: 'members',
+    effect: 'read',
     summary: 'Services only: which of `participants` are current members of a room.',
     access: 'service',
     request: named(
@@ -299,11 +303,32 @@ export const roomsApi = {
   findMessage: defineApi({
     service: 'rooms',
     method: 'findMessage',
+    effect: 'read',
     summary:
       'Services only: a message of any room by its id (the id’s time bounds the search of the room log).',
     access: 'service',
-    request: named('FindMessageRequest', z.object({ id: MessageId })),
-    response: HistoryEntry,
+    request: named(
+      'FindMessageRequest',
+      z.object({
+        id: MessageId,
+        readers: z
+          .array(ParticipantId)
+          .max(100)
+          .optional()
+          .describe('Answered in `readers`: which of these may read the message now.'),
+      }),
+    ),
+    response: named(
+      'FoundMessage',
+      HistoryEntry.extend({
+        readers: z
+          .array(ParticipantId)
+          .optional()
+          .describe(
+            'Of the `readers` asked about, those who may read it now: current members of its room whose history policy and the message’s audience let them.',
+          ),
+      }),
+    ),
   }),
   notify: defineApi({
     service: 'rooms',

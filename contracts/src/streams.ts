@@ -1,4 +1,4 @@
-import { subjects } from './subjects.js';
+import { ROOT, subjects } from './subjects.js';
 
 /** Stream names. */
 export const streams = {
@@ -274,5 +274,23 @@ export function participantPermissionTemplate(): {
       ],
     },
     sub: { allow: [`_INBOX.${id}.>`] },
+  };
+}
+
+/**
+ * The NATS permissions of a service's **responder** user (`svc_<name>`, its second connection): it
+ * receives requests (`parley.in.>`, the services protocol's `$SRV.>`) and may publish replies only,
+ * to `_INBOX.>`. It cannot write to a stream, a KV bucket, an event, another participant's request
+ * subject or a room: a reply subject that names one of those is refused by the NATS server even if
+ * the service's own check (kit `respondTo`, which allows only the caller's `_INBOX.<caller>.`) were
+ * missed. What a handler writes goes over the service's other connection.
+ */
+export function responderPermissions(serviceName: string): {
+  pub: { allow: string[] };
+  sub: { allow: string[] };
+} {
+  return {
+    pub: { allow: ['_INBOX.>'] },
+    sub: { allow: [`${ROOT}.in.>`, '$SRV.>', `${subjects.replyPrefix(serviceName)}.>`] },
   };
 }

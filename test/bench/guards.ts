@@ -124,7 +124,7 @@ try {
       }),
       delegationGuard({
         verifier,
-        policy: { check: () => undefined, stop: () => undefined },
+        policy: { check: () => undefined, get: () => undefined, stop: () => undefined },
         js: undefined as never,
         log,
       }),

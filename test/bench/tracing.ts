@@ -95,16 +95,20 @@ async function cpuBaseline(): Promise<number> {
   return ((performance.now() - t0) * 1000) / CPU_CALLS;
 }
 
+/** The caller of the end-to-end calls: services answer only to its own reply prefix. */
+const BENCH_CALLER = newId('agent');
+
 async function endToEnd(nc: NatsConnection, server: NatsConnection, t: Telemetry | undefined) {
   const micro = createMicroService(server, { name: 'parley-bench', version: '1' });
   serveApis(micro, [bind(ping, async (req) => ({ text: req.text }))], {
     service: 'bench',
+    standing: 'unchecked',
     queue: 'bench',
     log: silentLogger(),
     ...(t ? { tracer: t.tracer('bench') } : {}),
   });
   await server.flush();
-  const caller = newId('agent');
+  const caller = BENCH_CALLER;
   for (let i = 0; i < 500; i++) await request(nc, caller, ping, { text: 'w' });
   const lat: number[] = [];
   for (let i = 0; i < SEQ_CALLS; i++) {
@@ -139,7 +143,7 @@ const receiverProc = spawn(
 const [firstLine] = (await once(receiverProc.stdout, 'data')) as [Buffer];
 const receiver = { url: firstLine.toString().trim() };
 const natsServer = await startServer();
-const nc = await natsServer.connect();
+const nc = await natsServer.connect({ inboxPrefix: `_INBOX.${BENCH_CALLER}` });
 const srv = await natsServer.connect();
 const cpu: Record<Mode | 'baseline', number[]> = { baseline: [], off: [], propagate: [], on: [] };
 const e2e: Record<Mode, { p50: number[]; p99: number[]; perSec: number[] }> = {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createInbox, type NatsConnection } from '@nats-io/transport-node';
 import { governanceApi, isParleyError, ParleyEvent } from '@parley/contracts';
+import { mintResponderCreds } from '@parley/governance';
 import {
   connectService,
   GUARDS_OFF,
@@ -62,12 +63,18 @@ describe('kill switch across two ingress replicas', () => {
     svc = await connectService(parley);
     const credsFile = join(parley.home.paths.credsDir, 'rooms-ingress.creds');
     await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
+    // As deployed: requests are answered on a connection that may publish only replies.
+    const responderFile = join(parley.home.paths.credsDir, 'rooms-ingress-responder.creds');
+    await writeFile(responderFile, (await mintResponderCreds(parley.home.keys, 'rooms')).creds, {
+      mode: 0o600,
+    });
     for (const i of [0, 1]) {
       replicas.push(
         await startServiceProcess('rooms', {
           ...GUARDS_OFF,
           NATS_URL: parley.natsUrl,
           NATS_CREDS: credsFile,
+          NATS_RESPONDER_CREDS: responderFile,
           PARLEY_REPLICA_ID: `ingress-${i}`,
           PARLEY_FANOUT: 'false',
         }),

@@ -99,6 +99,9 @@ app.kubernetes.io/component: nats
     items:
       - key: {{ printf "svc-%s.creds" .component }}
         path: nats.creds
+      {{- /* The least-privilege connection requests are answered on (publish _INBOX.> only). */}}
+      - key: {{ printf "svc-%s-responder.creds" .component }}
+        path: responder.creds
 - name: parley-state
   secret:
     secretName: {{ include "parley.credsSecret" .ctx }}

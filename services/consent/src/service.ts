@@ -19,13 +19,16 @@ import {
   appendAudit,
   bind,
   createMicroService,
+  createStandingView,
   type KvWatch,
   type Logger,
   type MicroService,
   type ParleyService,
   packageVersion,
   publishEvent,
+  type ServiceResponder,
   type ServiceTelemetry,
+  type StandingView,
   serveApis,
   watchKv,
 } from '@parley/kit';
@@ -47,7 +50,7 @@ import {
 import { ConsentView, isLive } from './view.js';
 
 /** What the consent service needs. */
-export interface ConsentDeps extends ServiceTelemetry {
+export interface ConsentDeps extends ServiceTelemetry, ServiceResponder {
   nc: NatsConnection;
   log: Logger;
   config: ConsentConfig;
@@ -94,6 +97,7 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
   let kv: KV | undefined;
   let js: JetStreamClient | undefined;
   let micro: MicroService | undefined;
+  let standing: StandingView | undefined;
   let watch: KvWatch | undefined;
   let sweeper: NodeJS.Timeout | undefined;
   let sweeping: Promise<void> | undefined;
@@ -633,14 +637,16 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
       });
       outbox = createOutbox({ nc, js, jsm, log, tracer: deps.tracer });
       await outbox.start();
-      micro = createMicroService(nc, {
+      micro = createMicroService(deps.responder ?? nc, {
         name: 'parley-consent',
         version: packageVersion(import.meta.url),
         description: 'Contact requests, bilateral contacts, blocks and consent policies.',
       });
+      standing = await createStandingView(await kvm.open(buckets.policy), { log, metrics: deps.metrics });
       serveApis(micro, handlers, {
         service: 'consent',
         queue: 'consent',
+        standing,
         log,
         tracer: deps.tracer,
         metrics: deps.metrics,
@@ -663,6 +669,7 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
       await outbox?.stop();
       deregistrations?.unsubscribe();
       watch?.stop();
+      standing?.stop();
     },
     ready: () => started,
   };

@@ -11,6 +11,13 @@
  * Nothing is written on the send path for this: messages are found in the log by the time in
  * their id. Who may read a chain: anyone who appears in it, an admin of the origin's org, the
  * superadmin and services; anyone else gets NOT_FOUND.
+ *
+ * Links are verified before they are followed: `causedBy` (and a tool call's `message`) is what the
+ * sender asserted, so a link is followed only when its asserter may read the message it names (the
+ * rooms service answers who may: members under the room's history policy and the message's
+ * audience); otherwise the hop is marked `linkUnverified` and the walk stops. And a hop in a room
+ * the caller may not read is shown redacted — its id, kind and time, nothing of its content or
+ * sender — unless the caller is a service or the superadmin.
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -23,8 +30,10 @@ import {
   type governanceApi,
   idTime,
   isParleyError,
+  isParticipantId,
   isServiceId,
   ParleyError,
+  type ParticipantId,
   type RoomMessage,
   request,
   roomsApi,
@@ -156,49 +165,91 @@ export function createAuditChain(deps: {
     return (await deps.directory.find(origin))?.org === me.org;
   }
 
+  /** Services and the superadmin read every room; anyone else only the rooms they may read. */
+  async function readsEverything(caller: string): Promise<boolean> {
+    if (isServiceId(caller)) return true;
+    const me = await deps.directory.find(caller);
+    return me?.kind === 'human' && me.superadmin === true;
+  }
+
+  /** A hop in a room the caller may not read: that it exists, nothing of what it says or who said it. */
+  const redact = (h: AuditHop): AuditHop => ({
+    kind: h.kind,
+    id: h.id,
+    onBehalfOf: [],
+    redacted: true,
+    at: h.at,
+  });
+
   return {
     async chain(of: string, caller: string): Promise<ChainResponse> {
-      const hops: AuditHop[] = [];
+      const all = await readsEverything(caller);
+      // Each hop with whether the caller may read it (its room's history, as `history` decides).
+      const walked: { hop: AuditHop; readable: boolean }[] = [];
       let complete = true;
       let next: string | undefined = of;
+      // Who asserted the link to `next`: it is followed only if they could read that message.
+      let assertedBy: string | undefined;
       if (of.startsWith('tc_')) {
         const t = await toolHop(of);
-        hops.push(t.hop);
+        walked.push({ hop: t.hop, readable: true });
         next = t.next;
+        assertedBy = t.hop.actor;
       }
       for (let i = 0; next && i < MAX_HOPS; i++) {
-        let found: RoomMessage;
+        let found: { message: RoomMessage; readers?: string[] | undefined };
+        const readers = [
+          ...new Set(
+            [assertedBy, all ? undefined : caller].filter((p): p is string => isParticipantId(p ?? '')),
+          ),
+        ];
         try {
-          found = (
-            await request(
-              deps.nc,
-              SELF,
-              roomsApi.findMessage,
-              { id: next },
-              { tracer: deps.tracer, timeout: 15_000 },
-            )
-          ).message;
+          found = await request(
+            deps.nc,
+            SELF,
+            roomsApi.findMessage,
+            { id: next, ...(readers.length > 0 ? { readers: readers as ParticipantId[] } : {}) },
+            { tracer: deps.tracer, timeout: 15_000 },
+          );
         } catch (err) {
           if (!isParleyError(err, 'NOT_FOUND')) throw err;
-          if (hops.length === 0) throw new ParleyError('NOT_FOUND', `no message ${of} was found`);
+          if (walked.length === 0) throw new ParleyError('NOT_FOUND', `no message ${of} was found`);
           complete = false;
           break;
         }
-        hops.push(await messageHop(found));
-        next = found.causedBy;
+        const readable = found.readers ?? [];
+        if (assertedBy && isParticipantId(assertedBy) && !readable.includes(assertedBy)) {
+          // A caller-asserted link to a message its asserter could not read: never followed.
+          const last = walked.at(-1);
+          if (last) last.hop = { ...last.hop, linkUnverified: true };
+          break;
+        }
+        const hop = await messageHop(found.message);
+        walked.push({ hop, readable: all || readable.includes(caller) });
+        next = found.message.causedBy;
+        assertedBy = found.message.sender.id;
       }
+      const hops = walked.map((w) => w.hop);
       const last = hops.at(-1);
-      const origin =
-        last?.actor.startsWith('usr_') === true
-          ? last.actor
-          : hops.map((h) => h.onBehalfOf[0]).find((p): p is string => p?.startsWith('usr_') === true);
+      const originOf = (hs: AuditHop[]) => {
+        const l = hs.at(-1);
+        return l?.actor?.startsWith('usr_') === true
+          ? l.actor
+          : hs.map((h) => h.onBehalfOf[0]).find((p): p is string => p?.startsWith('usr_') === true);
+      };
+      const origin = last ? originOf(hops) : undefined;
       if (!(await mayRead(caller, hops, origin))) {
         throw new ParleyError(
           'NOT_FOUND',
           `no ${of.startsWith('tc_') ? 'tool call' : 'message'} ${of} was found`,
         );
       }
-      return { hops, ...(origin ? { origin } : {}), complete };
+      // The origin is shown only when the hop it comes from is readable to the caller.
+      const visible = walked.map((w) => (w.readable ? w.hop : redact(w.hop)));
+      const shownOrigin = walked.every((w) => w.readable)
+        ? origin
+        : originOf(visible.filter((h) => !h.redacted));
+      return { hops: visible, ...(shownOrigin ? { origin: shownOrigin } : {}), complete };
     },
   };
 }

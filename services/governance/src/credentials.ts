@@ -12,10 +12,10 @@ import {
   type IssuedCredentials,
   ParleyError,
   type ParticipantPolicy,
-  ParticipantPolicy as ParticipantPolicySchema,
   type PrincipalId,
   policyKeys,
   RevokedUserKey,
+  readStanding,
 } from '@parley/contracts';
 import { appendAudit, isKvConflict, type Logger, publishEvent, snapshotKv } from '@parley/kit';
 import { type AccountSigner, type MintedCreds, signAccountJwt } from './operator.js';
@@ -47,7 +47,8 @@ export function createCredentials(deps: CredentialsDeps) {
 
   async function statusOf(participant: string): Promise<ParticipantPolicy | undefined> {
     const e = await policy.get(policyKeys.participant(participant));
-    return e?.operation === 'PUT' ? ParticipantPolicySchema.parse(e.json()) : undefined;
+    // The same reading as every other service: a malformed record is suspended, never active.
+    return e?.operation === 'PUT' && e.length > 0 ? readStanding(e.value).standing : undefined;
   }
 
   async function refuseRevoked(participant: string): Promise<void> {

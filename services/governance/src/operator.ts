@@ -19,7 +19,13 @@ import {
   fromPublic,
   newScopedSigner,
 } from '@nats-io/jwt';
-import { isServiceId, ParleyError, participantPermissionTemplate, serviceId } from '@parley/contracts';
+import {
+  isServiceId,
+  ParleyError,
+  participantPermissionTemplate,
+  responderPermissions,
+  serviceId,
+} from '@parley/contracts';
 import * as z from 'zod';
 import { nativeCreateUser, nativeFromSeed } from './native-keys.js';
 
@@ -194,6 +200,21 @@ export async function mintServiceCreds(m: KeyMaterial, name: string): Promise<Mi
   const id = isServiceId(name) ? name : serviceId(name);
   const user = nativeCreateUser();
   const jwt = await encodeUser(id, user, pub(m.accountSeed), {}, { signer: kp(m.serviceSigningSeed) });
+  return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
+}
+
+/**
+ * Mints the creds of a service's **responder** connection (`svc_<name>` too): it receives requests
+ * and may publish nothing but replies under `_INBOX.>` (`responderPermissions`), so a reply subject
+ * a caller names can never make the service write to a stream, a bucket or another participant's
+ * subject. The service writes over its other connection ({@link mintServiceCreds}).
+ */
+export async function mintResponderCreds(m: KeyMaterial, name: string): Promise<MintedCreds> {
+  const id = isServiceId(name) ? name : serviceId(name);
+  const user = nativeCreateUser();
+  const jwt = await encodeUser(id, user, pub(m.accountSeed), responderPermissions(id), {
+    signer: kp(m.serviceSigningSeed),
+  });
   return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
 }
 

@@ -9,9 +9,10 @@ import {
   Budget,
   Grants,
   OrgPolicy,
-  ParticipantPolicy,
+  type ParticipantPolicy,
   type PrincipalId,
   policyKeys,
+  readStanding,
 } from '@parley/contracts';
 import { type KvWatch, type Logger, watchKv } from '@parley/kit';
 
@@ -60,16 +61,19 @@ export async function createPolicyStore(kv: KV, log: Logger) {
   const grantsPrefix = policyKeys.grants('');
   const orgPrefix = policyKeys.org('');
   const budgetPrefix = 'budget.';
-  const onStanding = table(
-    participantPrefix,
-    standings,
-    (v) => ParticipantPolicy.parse(v),
-    (id, value) => ({
-      kind: 'participant',
-      id,
-      value,
-    }),
-  );
+  const onStanding = (e: KvEntry) => {
+    // The same reading as every other service: a malformed record is suspended, never active.
+    const id = e.key.slice(participantPrefix.length);
+    let value: ParticipantPolicy | undefined;
+    if (e.operation === 'PUT' && e.length > 0) {
+      const read = readStanding(e.value);
+      if (read.malformed) log.error({ key: e.key }, 'malformed standing record: treated as suspended');
+      value = read.standing;
+    }
+    if (value) standings.set(id, value);
+    else standings.delete(id);
+    emit({ kind: 'participant', id, value });
+  };
   const onGrants = table(
     grantsPrefix,
     grants,

@@ -15,10 +15,12 @@ import {
   bind,
   createDelegationVerifier,
   createMicroService,
+  createStandingView,
   type DelegationVerifier,
   type Logger,
   type ParleyService,
   packageVersion,
+  type ServiceResponder,
   type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
@@ -38,7 +40,7 @@ import { createUsage } from './usage.js';
 export type { AccountUpdates } from './credentials.js';
 
 /** What the governance service needs. */
-export interface GovernanceDeps extends ServiceTelemetry {
+export interface GovernanceDeps extends ServiceTelemetry, ServiceResponder {
   nc: NatsConnection;
   log: Logger;
   config: {
@@ -166,13 +168,21 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
         store: s,
         directory,
         killSwitch,
+        metrics: deps.metrics,
+        responder: deps.responder,
       });
       const toolCalls = createToolCalls({ js, verifier: v, directory });
       const grants = createGrants({ ...common, directory, store: s });
       const chain = createAuditChain({ ...common, directory });
-      stopParts = [() => directory.stop(), () => authorization.stop(), () => usage.stop()];
+      const standing = await createStandingView(policy, { log, metrics: deps.metrics });
+      stopParts = [
+        () => directory.stop(),
+        () => authorization.stop(),
+        () => usage.stop(),
+        () => standing.stop(),
+      ];
 
-      micro = createMicroService(deps.nc, {
+      micro = createMicroService(deps.responder ?? deps.nc, {
         name: 'parley-governance',
         version: packageVersion(import.meta.url),
         description: 'Credentials, delegation, authorization, audit, kill switch, guards, usage.',
@@ -205,7 +215,14 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
           bind(governanceApi.usage, (req, ctx) => usage.query(req, ctx.caller)),
           bind(governanceApi.auditChain, (req, ctx) => chain.chain(req.of, ctx.caller)),
         ],
-        { service: 'governance', queue: 'governance', log, tracer: deps.tracer, metrics: deps.metrics },
+        {
+          service: 'governance',
+          queue: 'governance',
+          log,
+          tracer: deps.tracer,
+          metrics: deps.metrics,
+          standing,
+        },
       );
       usage.start();
       started = true;

@@ -29,6 +29,7 @@ import {
   isServiceId,
   newId,
   ParleyError,
+  type ParticipantId,
   request,
   roomsApi,
   serviceId,
@@ -41,8 +42,10 @@ import {
 import {
   isKvConflict,
   type Logger,
+  type ParleyMetrics,
   publishEvent,
   respondError,
+  respondTo,
   snapshotKv,
   toParleyError,
 } from '@parley/kit';
@@ -79,6 +82,9 @@ export interface UsageDeps {
   killSwitch: KillSwitch;
   log: Logger;
   tracer?: Tracer | undefined;
+  metrics?: ParleyMetrics | undefined;
+  /** Where reports are received and answered (least privilege; see kit ServiceResponder). @default nc */
+  responder?: NatsConnection | undefined;
 }
 
 const dayOf = (d: Date) => d.toISOString().slice(0, 10);
@@ -188,9 +194,44 @@ export function createUsage(deps: UsageDeps) {
     return crossed.map((c) => `${kind} ${c.limit}`);
   }
 
+  /**
+   * The room a report names, checked before anything is counted or done with it: the reporter must
+   * be a current member (else NOT_A_MEMBER; an unknown room is NOT_FOUND), and a `message` is taken
+   * only together with its `room`. Returns whether the room is the reporter's own tenant's (its
+   * owner is in the reporter's org): only then may a budget pause it.
+   */
+  async function verifyRoom(
+    caller: string,
+    org: string,
+    report: ReturnType<typeof UsageReport.parse>,
+  ): Promise<boolean> {
+    if (!report.room) {
+      if (report.message) {
+        throw new ParleyError(
+          'INVALID_ARGUMENT',
+          'a usage report names a message only together with its room',
+        );
+      }
+      return false;
+    }
+    const r = await request(
+      deps.nc,
+      SELF,
+      roomsApi.members,
+      { room: report.room, participants: [caller as ParticipantId] },
+      { tracer: deps.tracer },
+    );
+    if (!r.members.includes(caller)) {
+      throw new ParleyError('NOT_A_MEMBER', `${caller} is not a member of room ${report.room}`);
+    }
+    if (r.owner === caller) return true;
+    return (await directory.find(r.owner))?.org === org;
+  }
+
   /** Counts one report of `caller`. */
   async function count(caller: string, report: ReturnType<typeof UsageReport.parse>): Promise<UsageReply> {
     const facts = await directory.participant(caller);
+    const ownTenantRoom = await verifyRoom(caller, facts.org, report);
     const owner = facts.kind === 'agent' ? facts.owner : caller;
     const ledgerId = `usage:${caller}:${report.id ?? newId('event').slice(4)}`;
     const now = new Date();
@@ -237,7 +278,7 @@ export function createUsage(deps: UsageDeps) {
         'agent',
         caller,
         caller,
-        report.room,
+        ownTenantRoom ? report.room : undefined,
         [agentDay[0], agentMonth[0]],
         [agentDay[1], agentMonth[1]],
       )),
@@ -245,7 +286,7 @@ export function createUsage(deps: UsageDeps) {
         'owner',
         owner,
         caller,
-        report.room,
+        ownTenantRoom ? report.room : undefined,
         [ownerDay[0], ownerMonth[0]],
         [ownerDay[1], ownerMonth[1]],
       )),
@@ -260,15 +301,15 @@ export function createUsage(deps: UsageDeps) {
         throw new ParleyError('UNAUTHENTICATED', `${caller} is not a participant`);
       const report = decodeJson(UsageReport, msg.data, { maxBytes: MAX_REPORT_BYTES, what: 'usage report' });
       const reply = await count(caller, report);
-      if (msg.reply) msg.respond(encodeJson(reply));
+      respondTo(msg, encodeJson(reply), { watch: { log, metrics: deps.metrics } });
     } catch (err) {
-      respondError(msg, toParleyError(err, log));
+      respondError(msg, toParleyError(err, log), { log, metrics: deps.metrics });
     }
   }
 
   return {
     start() {
-      sub = deps.nc.subscribe(subjects.usageListen(), {
+      sub = (deps.responder ?? deps.nc).subscribe(subjects.usageListen(), {
         queue: 'governance',
         callback: (err, msg) => {
           if (!err) void handle(msg);

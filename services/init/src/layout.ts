@@ -10,6 +10,7 @@ import {
   createKeyMaterial,
   KeyMaterial,
   mintParticipantCreds,
+  mintResponderCreds,
   mintServiceCreds,
   mintSystemCreds,
   publicKeys,
@@ -58,6 +59,11 @@ export const entries = {
   adminCreds: 'admin.creds',
   /** Creds of service `name` (`svc_<name>`). */
   serviceCreds: (name: string) => `svc-${name}.creds`,
+  /**
+   * Creds of the connection service `name` answers requests on (`svc_<name>` too, but it may publish
+   * only replies under `_INBOX.>`): NATS_RESPONDER_CREDS.
+   */
+  responderCreds: (name: string) => `svc-${name}-responder.creds`,
 } as const;
 
 /** Options of {@link deriveMissing}. */
@@ -159,6 +165,9 @@ export async function deriveMissing(
   for (const name of options.services) {
     const entry = entries.serviceCreds(name);
     if (!has(entry)) added[entry] = (await mintServiceCreds(keys, name)).creds;
+    // parley-init answers no requests: it needs no responder.
+    const responder = entries.responderCreds(name);
+    if (name !== 'init' && !has(responder)) added[responder] = (await mintResponderCreds(keys, name)).creds;
   }
   return added;
 }

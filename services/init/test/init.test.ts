@@ -63,6 +63,8 @@ describe('parley-init keys (directory store)', () => {
       entries.sysCreds,
       entries.adminCreds,
       ...services.map(entries.serviceCreds),
+      // The least-privilege creds each service answers requests with (parley-init answers none).
+      ...services.filter((s) => s !== 'init').map(entries.responderCreds),
     ].sort();
     assert.deepEqual(first.written, expected);
     assert.deepEqual((await readdir(dir)).filter((f) => !f.startsWith('.')).sort(), expected);
@@ -105,7 +107,7 @@ describe('parley-init keys (directory store)', () => {
     const before = await snapshot(dir);
     const r = await ensureKeys(store, { services: ['rooms', 'gateway'], log });
     assert.equal(r.action, 'completed');
-    assert.deepEqual(r.written, [entries.serviceCreds('gateway')]);
+    assert.deepEqual(r.written, [entries.responderCreds('gateway'), entries.serviceCreds('gateway')]);
     const afterwards = await snapshot(dir);
     for (const [k, v] of Object.entries(before)) assert.equal(afterwards[k], v, `${k} unchanged`);
     assert.equal(credsIdentity(afterwards[entries.serviceCreds('gateway')] as string).name, 'svc_gateway');
@@ -192,6 +194,7 @@ describe('parley-init keys (Kubernetes Secret over HTTP)', () => {
     assert.deepEqual(decoded, {
       ...first.data,
       [entries.serviceCreds('gateway')]: r.data[entries.serviceCreds('gateway')],
+      [entries.responderCreds('gateway')]: r.data[entries.responderCreds('gateway')],
     });
   });
 

@@ -22,6 +22,8 @@ import {
 import type { Logger } from 'pino';
 import type { OkOrCode, ParleyMetrics } from './metrics.js';
 import type { Endpoint, MicroService } from './micro.js';
+import { type ReplyWatch, respondTo } from './reply.js';
+import type { StandingView } from './standing.js';
 
 /** What a handler knows about the request besides its body. */
 export interface RequestContext {
@@ -61,14 +63,17 @@ export function checkAccess(access: ApiAccess, caller: string): void {
   }
 }
 
-/** Sends an error reply: the code in `Parley-Error`, an ErrorEnvelope body. */
-export function respondError(msg: Msg, err: ParleyError): void {
+/**
+ * Sends an error reply: the code in `Parley-Error`, an ErrorEnvelope body — only to the caller's
+ * own reply prefix (see {@link respondTo}; `watch` counts and logs a refused one).
+ */
+export function respondError(msg: Msg, err: ParleyError, watch?: ReplyWatch): void {
   if (!msg.reply) return;
   const h = natsHeaders();
   h.set(headerNames.error, err.code);
   h.set(headerNames.serviceError, err.message.slice(0, 256).replaceAll(/[\r\n]/g, ' '));
   h.set(headerNames.serviceErrorCode, String(errorCodes[err.code].status));
-  msg.respond(encodeJson(err.toEnvelope()), { headers: h });
+  respondTo(msg, encodeJson(err.toEnvelope()), { headers: h, watch });
 }
 
 /**
@@ -106,6 +111,12 @@ export interface ServeApisOptions {
   tracer?: Tracer;
   /** Where each request's latency and result code are counted (`parley_api_*`). */
   metrics?: ParleyMetrics;
+  /**
+   * Participants' standing: a method whose `effect` is `write` is refused to a suspended, revoked or
+   * over-budget participant before it runs (SUSPENDED, REVOKED, BUDGET_EXCEEDED). Every service passes
+   * one (kit `createStandingView`); `'unchecked'` only where nothing a participant may call writes.
+   */
+  standing: StandingView | 'unchecked';
 }
 
 /**
@@ -130,6 +141,7 @@ export function serveApis(micro: MicroService, bindings: ApiBinding[], options: 
   // Without a tracer of its own, the global provider's, looked up per request (it may be replaced).
   const tracerOf = () => options.tracer ?? trace.getTracer('@parley/kit');
   const metrics = options.metrics;
+  const standing = options.standing === 'unchecked' ? undefined : options.standing;
   const routes = new Map<string, Route>();
   for (const binding of bindings) {
     const m = binding.method;
@@ -150,6 +162,8 @@ export function serveApis(micro: MicroService, bindings: ApiBinding[], options: 
         const caller = callerOf(msg.subject);
         if (span.isRecording()) span.setAttribute(traceAttributes.caller, caller);
         checkAccess(m.access, caller);
+        // Standing is checked here for every service: suspended means suspended everywhere.
+        if (m.effect === 'write' && standing && isParticipantId(caller)) standing.check(caller);
         const request = decodeJson(m.request, msg.data, { maxBytes, what: `${m.method} request` });
         const response = await binding.handler(request, {
           caller,
@@ -158,7 +172,7 @@ export function serveApis(micro: MicroService, bindings: ApiBinding[], options: 
           log,
           span,
         });
-        if (msg.reply) msg.respond(encodeJson(response));
+        respondTo(msg, encodeJson(response), { watch: { log, metrics } });
       },
     });
   }
@@ -209,7 +223,7 @@ export function serveApis(micro: MicroService, bindings: ApiBinding[], options: 
           const e = toParleyError(err, route.log);
           code = e.code;
           recordSpanError(span, err);
-          respondError(msg, e);
+          respondError(msg, e, { log: route.log, metrics });
           return `${e.code}: ${e.message}`;
         } finally {
           span.end();

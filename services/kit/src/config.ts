@@ -129,6 +129,12 @@ export const commonEnv = {
     .string()
     .optional()
     .describe('Path to the service’s NATS creds file (operator mode). Unset: no credentials.'),
+  NATS_RESPONDER_CREDS: z
+    .string()
+    .optional()
+    .describe(
+      'Path to the service’s responder creds (`svc-<name>-responder.creds`: publish `_INBOX.>` only): requests are received and answered on a second connection with them. Unset: answered on the NATS_CREDS connection (a warning is logged when NATS_CREDS is set).',
+    ),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')

@@ -24,6 +24,14 @@ export function createHealthServer(options: HealthServerOptions): FastifyInstanc
   const app = Fastify();
   const log = options.log.child({ component: 'http' });
   app.setErrorHandler((err, _req, reply) => {
+    // Fastify's own refusals of a request (an empty or unparsable JSON body, a wrong content type,
+    // a body too large) are the client's mistake: 4xx with a code, never a 500.
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status !== undefined && status >= 400 && status < 500) {
+      const code = status === 413 ? 'PAYLOAD_TOO_LARGE' : 'INVALID_ARGUMENT';
+      void reply.code(status).send({ error: { code, message: (err as Error).message } });
+      return;
+    }
     log.error({ err }, 'http handler failed');
     void reply.code(500).send({ error: { code: 'INTERNAL', message: 'internal error' } });
   });

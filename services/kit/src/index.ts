@@ -10,6 +10,8 @@ export * from './metrics.js';
 export * from './micro.js';
 export * from './nats.js';
 export * from './process.js';
+export * from './reply.js';
 export * from './service.js';
+export * from './standing.js';
 export * from './telemetry.js';
 export * from './worker.js';

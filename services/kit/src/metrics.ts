@@ -23,7 +23,16 @@ export const metricNames = {
   inboxBacklogParticipants: 'parley_inbox_backlog_participants',
   inboxBacklogTotal: 'parley_inbox_backlog_total_messages',
   policyDenials: 'parley_policy_denials_total',
+  repliesRefused: 'parley_replies_refused_total',
+  malformedRecords: 'parley_malformed_records_total',
 } as const;
+
+/**
+ * Why a reply was not sent (closed set):
+ * - `foreign_reply`: the request named a reply subject outside its caller's own `_INBOX.<caller>.`;
+ * - `no_caller`: the request's subject names no caller (not `parley.in.<caller>.…`).
+ */
+export type RefusedReply = 'foreign_reply' | 'no_caller';
 
 /**
  * What happened to a message at a service:
@@ -75,6 +84,10 @@ export interface ParleyMetrics {
   recordInboxBacklog(backlogs: Iterable<readonly [participant: string, messages: number]>): void;
   /** A policy decision that refused something; `reason` is the code the caller got. */
   recordDenial(reason: ErrorCode): void;
+  /** A reply a service dropped instead of sending: see {@link RefusedReply}. */
+  recordRefusedReply(reason: RefusedReply): void;
+  /** A state record (e.g. a standing in `parley_policy`) that did not parse; `kind` is its key prefix. */
+  recordMalformedRecord(kind: 'participant'): void;
 }
 
 // A label value from outside the closed set becomes INTERNAL instead of a new series.
@@ -151,6 +164,19 @@ export function createMetrics(options: CreateMetricsOptions = {}): ParleyMetrics
     registers,
   });
 
+  const repliesRefused = new Counter({
+    name: metricNames.repliesRefused,
+    help: 'Replies dropped because the request named a reply subject outside its caller’s own _INBOX.<caller>. prefix, by reason.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  const malformed = new Counter({
+    name: metricNames.malformedRecords,
+    help: 'State records that did not parse (each reader treats them the same way: not active), by kind.',
+    labelNames: ['kind'] as const,
+    registers,
+  });
+
   return {
     registry,
     contentType: registry.contentType,
@@ -193,6 +219,12 @@ export function createMetrics(options: CreateMetricsOptions = {}): ParleyMetrics
     },
     recordDenial(reason) {
       denials.inc({ reason: codeLabel(reason) });
+    },
+    recordRefusedReply(reason) {
+      repliesRefused.inc({ reason });
+    },
+    recordMalformedRecord(kind) {
+      malformed.inc({ kind });
     },
   };
 }

@@ -6,6 +6,7 @@
  * async Parley handler would show zero errors and near-zero latency. This keeps the same wire format.
  */
 import { type Msg, type NatsConnection, nuid, type Subscription } from '@nats-io/transport-node';
+import { respondTo } from './reply.js';
 
 const enc = new TextEncoder();
 
@@ -121,7 +122,8 @@ export function createMicroService(nc: NatsConnection, config: MicroServiceConfi
       subs.push(
         nc.subscribe(subject, {
           callback: (err, msg) => {
-            if (!err) msg.respond(enc.encode(JSON.stringify(answer())));
+            // Discovery answers go to an inbox only, like every reply (reply.ts).
+            if (!err) respondTo(msg, enc.encode(JSON.stringify(answer())));
           },
         }),
       );

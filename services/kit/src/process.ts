@@ -14,6 +14,7 @@ import { serviceNameOf, startTelemetry } from './telemetry.js';
 export interface ProcessConfig extends TelemetryConfig {
   NATS_URL: string;
   NATS_CREDS?: string | undefined;
+  NATS_RESPONDER_CREDS?: string | undefined;
   LOG_LEVEL: string;
   HTTP_HOST: string;
   HTTP_PORT: number;
@@ -28,6 +29,13 @@ export interface RunServiceProcessOptions<C extends ProcessConfig> {
   /** Builds the service. */
   create: (deps: {
     nc: NatsConnection;
+    /** Where requests are received and answered (see ServiceResponder). */
+    responder: NatsConnection;
+    /**
+     * Opens another connection with the service's creds whose reply prefix is `_INBOX.<principal>`,
+     * for a service that makes requests on a principal's behalf (the MCP HTTP endpoint).
+     */
+    connectAs: (principal: string) => Promise<NatsConnection>;
     log: Logger;
     config: C;
     tracer: Tracer;
@@ -73,11 +81,41 @@ export async function runServiceProcess<C extends ProcessConfig>(
     ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
     log,
   });
-  const service = await o.create({ nc, log, config, tracer: telemetry.tracer(o.name), metrics });
+  // Requests are received and answered on a least-privilege connection of their own (ServiceResponder).
+  let responder = nc;
+  if (config.NATS_RESPONDER_CREDS) {
+    responder = await connectNats({
+      servers: serverList(config.NATS_URL),
+      name: `parley-${o.name}-responder`,
+      principal: `svc_${o.name}`,
+      creds: config.NATS_RESPONDER_CREDS,
+      log,
+    });
+  } else if (config.NATS_CREDS) {
+    log.warn(
+      'no NATS_RESPONDER_CREDS: requests are answered on the service connection (replies are still checked, but the NATS server does not back the check up)',
+    );
+  }
+  const service = await o.create({
+    nc,
+    responder,
+    connectAs: (principal) =>
+      connectNats({
+        servers: serverList(config.NATS_URL),
+        name: `parley-${o.name}-as-${principal}`,
+        principal,
+        ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
+        log,
+      }),
+    log,
+    config,
+    tracer: telemetry.tracer(o.name),
+    metrics,
+  });
   await service.start();
   const http = createHealthServer({
     log,
-    checks: { nats: () => !nc.isClosed(), [o.name]: () => service.ready() },
+    checks: { nats: () => !nc.isClosed() && !responder.isClosed(), [o.name]: () => service.ready() },
     metrics,
   });
   await o.http?.(http, { service, log, config });
@@ -99,6 +137,7 @@ export async function runServiceProcess<C extends ProcessConfig>(
     // HTTP first: routes of the service (e.g. MCP sessions) still need the connection to close.
     await http.close();
     await service.stop();
+    if (responder !== nc) await responder.drain().catch(() => undefined);
     await nc.drain().catch(() => undefined);
     await telemetry.shutdown();
     log.info('stopped');

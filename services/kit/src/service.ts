@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Tracer } from '@opentelemetry/api';
 import type { ParleyMetrics } from './metrics.js';
 
@@ -46,4 +47,16 @@ export function packageVersion(moduleUrl: string): string {
     if (parent === dir) throw new Error(`no package.json above ${moduleUrl}`);
     dir = parent;
   }
+}
+
+/**
+ * The connection a service receives and answers requests on, next to its `nc` (which writes streams
+ * and buckets and makes the service's own requests). Deployments give it the service's **responder**
+ * creds (`mintResponderCreds`: publish `_INBOX.>` only), so a reply can never write anything but a
+ * reply, whatever reply subject a caller names. Without it, requests are answered on `nc` — still
+ * only to the caller's own `_INBOX.<caller>.` (kit `respondTo`), but without the server's backstop.
+ */
+export interface ServiceResponder {
+  /** @default nc */
+  responder?: NatsConnection | undefined;
 }

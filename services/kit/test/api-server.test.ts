@@ -42,12 +42,17 @@ const internalOnly = defineApi({
 describe('serveApis on a real nats-server', () => {
   let server: TestServer;
   let nc: NatsConnection;
+  let svc: NatsConnection;
+  let mallory: NatsConnection;
   let micro: MicroService;
   const caller = newId('agent');
 
   before(async () => {
     server = await startServer();
-    nc = await server.connect();
+    // Services answer only to a caller's own reply prefix: each caller connects with its own.
+    nc = await server.connect({ inboxPrefix: `_INBOX.${caller}` });
+    svc = await server.connect({ inboxPrefix: '_INBOX.svc_rooms' });
+    mallory = await server.connect({ inboxPrefix: '_INBOX.mallory' });
     micro = createMicroService(nc, { name: 'parley-echo', version: '1.2.3' });
     serveApis(
       micro,
@@ -58,18 +63,20 @@ describe('serveApis on a real nats-server', () => {
         }),
         bind(internalOnly, async () => ({ ok: true })),
       ],
-      { service: 'echo', queue: 'echo', log: silentLogger(), maxBytes: 1024 },
+      { service: 'echo', standing: 'unchecked', queue: 'echo', log: silentLogger(), maxBytes: 1024 },
     );
   });
   after(async () => {
     await micro?.stop();
     await nc?.close();
+    await svc?.close();
+    await mallory?.close();
     await server?.stop();
   });
 
   /** Sends raw bytes and returns the error code of the reply (or undefined). */
-  async function rawCode(subject: string, data: Uint8Array) {
-    const reply = await nc.request(subject, data, { timeout: 2000 });
+  async function rawCode(subject: string, data: Uint8Array, from = nc) {
+    const reply = await from.request(subject, data, { timeout: 2000 });
     return {
       code: reply.headers?.get(headerNames.error),
       body: reply.json<{ error: { message: string } }>(),
@@ -97,9 +104,9 @@ describe('serveApis on a real nats-server', () => {
 
   it('refuses callers outside the method’s access, and callers whose id is not a principal', async () => {
     await assert.rejects(request(nc, caller, internalOnly, {}), (e) => isParleyError(e, 'PERMISSION_DENIED'));
-    assert.deepEqual(await request(nc, 'svc_rooms', internalOnly, {}), { ok: true });
+    assert.deepEqual(await request(svc, 'svc_rooms', internalOnly, {}), { ok: true });
     assert.equal(
-      (await rawCode('parley.in.mallory.api.echo.say', encodeJson({ text: 'x' }))).code,
+      (await rawCode('parley.in.mallory.api.echo.say', encodeJson({ text: 'x' }), mallory)).code,
       'UNAUTHENTICATED',
     );
   });
@@ -149,7 +156,8 @@ describe('serveApis on a real nats-server', () => {
 describe('ParleyError envelopes across the wire', () => {
   it('carry details and retry hints to the caller', async () => {
     const server = await startServer();
-    const nc = await server.connect();
+    const user = newId('user');
+    const nc = await server.connect({ inboxPrefix: `_INBOX.${user}` });
     const micro = createMicroService(nc, { name: 'parley-echo', version: '1' });
     try {
       serveApis(
@@ -162,9 +170,9 @@ describe('ParleyError envelopes across the wire', () => {
             });
           }),
         ],
-        { service: 'echo', queue: 'echo', log: silentLogger() },
+        { service: 'echo', standing: 'unchecked', queue: 'echo', log: silentLogger() },
       );
-      const err = await request(nc, newId('user'), echo, { text: 'x' }).catch((e: unknown) => e);
+      const err = await request(nc, user, echo, { text: 'x' }).catch((e: unknown) => e);
       assert.ok(isParleyError(err, 'RATE_LIMITED'));
       assert.equal((err as ParleyError).retryAfterMs, 750);
       assert.deepEqual((err as ParleyError).details, { bucket: 'agent' });

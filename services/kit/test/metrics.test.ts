@@ -42,7 +42,7 @@ describe('metrics', () => {
 
   before(async () => {
     server = await startServer();
-    nc = await server.connect();
+    nc = await server.connect({ inboxPrefix: `_INBOX.${caller}` });
     metrics = createMetrics();
     micro = createMicroService(nc, { name: 'parley-greeter', version: '1' });
     serveApis(
@@ -53,7 +53,7 @@ describe('metrics', () => {
           return { text: `hello ${req.name}` };
         }),
       ],
-      { service: 'greeter', queue: 'greeter', log: silentLogger(), metrics },
+      { service: 'greeter', standing: 'unchecked', queue: 'greeter', log: silentLogger(), metrics },
     );
     app = createHealthServer({ log: silentLogger(), checks: { ok: () => true }, metrics });
   });

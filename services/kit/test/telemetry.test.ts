@@ -63,7 +63,7 @@ function logSink() {
 /** Service alpha (whose handler calls beta) and beta, each with its own connection and tracer. */
 async function startChain(server: TestServer, telemetry: Telemetry) {
   const sink = logSink();
-  const ncA = await server.connect();
+  const ncA = await server.connect({ inboxPrefix: '_INBOX.svc_alpha' });
   const ncB = await server.connect();
   const microA = createMicroService(ncA, { name: 'parley-alpha', version: '1' });
   const microB = createMicroService(ncB, { name: 'parley-beta', version: '1' });
@@ -79,7 +79,13 @@ async function startChain(server: TestServer, telemetry: Telemetry) {
         return { text: req.text.toUpperCase(), ...(traceparent ? { traceparent } : {}) };
       }),
     ],
-    { service: 'beta', queue: 'beta', log: silentLogger(), tracer: telemetry.tracer('beta') },
+    {
+      service: 'beta',
+      standing: 'unchecked',
+      queue: 'beta',
+      log: silentLogger(),
+      tracer: telemetry.tracer('beta'),
+    },
   );
   serveApis(
     microA,
@@ -89,7 +95,7 @@ async function startChain(server: TestServer, telemetry: Telemetry) {
         return request(ncA, serviceId('alpha'), echo, req, { tracer: tracerA });
       }),
     ],
-    { service: 'alpha', queue: 'alpha', log: sink.log, tracer: tracerA },
+    { service: 'alpha', standing: 'unchecked', queue: 'alpha', log: sink.log, tracer: tracerA },
   );
   // The subscriptions are live once the server has processed them.
   await ncA.flush();
@@ -118,7 +124,7 @@ describe('tracing across services', () => {
 
   before(async () => {
     server = await startServer();
-    client = await server.connect();
+    client = await server.connect({ inboxPrefix: `_INBOX.${caller}` });
   });
   after(async () => {
     await client?.close();

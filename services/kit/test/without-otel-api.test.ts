@@ -38,7 +38,11 @@ import { defineApi, extractContext, injectContext, otelApi, request, runInSpan, 
 import * as z from 'zod';
 const echo = defineApi({ service: 'echo', method: 'say', summary: 'echo', access: 'participant',
   request: z.object({ text: z.string() }), response: z.object({ text: z.string(), traced: z.boolean() }) });
-const nc = await connect({ servers: process.env.NATS_URL, noAsyncTraces: true });
+const nc = await connect({
+  servers: process.env.NATS_URL,
+  noAsyncTraces: true,
+  inboxPrefix: '_INBOX.agt_01M8MX91V0GDQE7RV8ZZM89EQZ',
+});
 const h = headers();
 const out = {
   api: otelApi === undefined,
@@ -69,7 +73,7 @@ describe('contracts without @opentelemetry/api installed', () => {
           traced: ctx.headers?.has('traceparent') ?? false,
         })),
       ],
-      { service: 'echo', queue: 'echo', log: silentLogger() },
+      { service: 'echo', standing: 'unchecked', queue: 'echo', log: silentLogger() },
     );
     await nc.flush();
   });

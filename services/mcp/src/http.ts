@@ -18,6 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { bindingsApi, isParleyError, ParleyError } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
 import { attach } from '@parley/sdk';
@@ -30,7 +31,7 @@ import type { WaitLimits } from './tools.js';
 /** Options of {@link registerMcpHttp}. */
 export interface McpHttpOptions {
   /** Verifies tokens; its connection is what sessions act over. */
-  service: Pick<McpService, 'verifyToken' | 'nc'>;
+  service: Pick<McpService, 'verifyToken' | 'connectAs'>;
   log: Logger;
   /** Host names accepted in `Host`/`Origin` besides localhost, 127.0.0.1 and ::1. @default none */
   allowedHosts?: string[];
@@ -76,14 +77,31 @@ export async function registerMcpHttp(app: FastifyInstance, o: McpHttpOptions): 
   async function acquire(agent: string): Promise<AgentRuntime> {
     let entry = runtimes.get(agent);
     if (!entry) {
+      // One connection per agent, with the agent's reply prefix: services answer only there.
+      let nc: NatsConnection | undefined;
       const runtime = openRuntime({
-        agent: async (delivery) => attach(o.service.nc, agent, { delivery }),
+        agent: async (delivery) => {
+          nc = await o.service.connectAs(agent);
+          return attach(nc, agent, { delivery });
+        },
         key: { runtime: 'mcp-http', externalId: agent },
         onError: (err) => log.warn({ err, agent }, 'delivery error'),
-      }).then(async (r) => {
-        await r.agent.presence.start({});
-        return r;
-      });
+      }).then(
+        async (r) => {
+          await r.agent.presence.start({});
+          const close = r.close.bind(r);
+          return Object.assign(r, {
+            close: async () => {
+              await close();
+              await nc?.drain().catch(() => undefined);
+            },
+          });
+        },
+        async (err: unknown) => {
+          await nc?.close().catch(() => undefined);
+          throw err;
+        },
+      );
       entry = { runtime, refs: 0 };
       runtimes.set(agent, entry);
       runtime.catch(() => runtimes.delete(agent));

@@ -18,10 +18,10 @@ import {
   McpTokenRecord,
   mcpApi,
   ParleyError,
-  ParticipantPolicy,
   type PrincipalId,
   policyKeys,
   RuntimeBinding,
+  readStanding,
   registryApi,
   request,
   serviceId,
@@ -30,21 +30,31 @@ import {
   appendAudit,
   bind,
   createMicroService,
+  createStandingView,
   isKvConflict,
   type Logger,
   type ParleyService,
   packageVersion,
+  type ServiceResponder,
   type ServiceTelemetry,
+  type StandingView,
   serveApis,
   snapshotKv,
 } from '@parley/kit';
 import { mintToken, parseToken, secretMatches } from './tokens.js';
 
 /** What the MCP service needs. */
-export interface McpServiceDeps extends ServiceTelemetry {
+export interface McpServiceDeps extends ServiceTelemetry, ServiceResponder {
   /** A connection with the service's creds (`svc_mcp`). */
   nc: NatsConnection;
   log: Logger;
+  /**
+   * Opens a connection with the service's creds whose reply prefix is `_INBOX.<principal>`. The HTTP
+   * endpoint acts as each agent over one: services answer only to a caller's own `_INBOX.<caller>.`,
+   * so requests made for the agent on `nc` (reply prefix `_INBOX.svc_mcp`) would get no answer.
+   * @default none: /mcp sessions cannot open (UNAVAILABLE)
+   */
+  connectAs?: ((principal: string) => Promise<NatsConnection>) | undefined;
 }
 
 /** Who a verified bearer token acts as. */
@@ -61,8 +71,10 @@ export interface McpService extends ParleyService {
    * `SUSPENDED`/`REVOKED` when the agent itself may not act.
    */
   verifyToken(token: string): Promise<TokenIdentity>;
-  /** The service's connection (the HTTP endpoint acts as agents over it). */
+  /** The service's connection. */
   readonly nc: NatsConnection;
+  /** A connection that speaks for `principal` (reply prefix `_INBOX.<principal>`); see McpServiceDeps. */
+  connectAs(principal: string): Promise<NatsConnection>;
 }
 
 const SELF = serviceId('mcp');
@@ -71,6 +83,7 @@ const SELF = serviceId('mcp');
 export function createMcpService(deps: McpServiceDeps): McpService {
   const log = deps.log.child({ component: 'mcp' });
   let micro: ReturnType<typeof createMicroService> | undefined;
+  let standing: StandingView | undefined;
   let bindingsKv: KV | undefined;
   let policyKv: KV | undefined;
   let started = false;
@@ -142,6 +155,11 @@ export function createMcpService(deps: McpServiceDeps): McpService {
     name: 'mcp',
     nc: deps.nc,
     ready: () => started,
+    async connectAs(principal) {
+      if (!deps.connectAs)
+        throw new ParleyError('UNAVAILABLE', 'this MCP service cannot act as agents (no connectAs)');
+      return deps.connectAs(principal);
+    },
 
     async verifyToken(token) {
       const parsed = parseToken(token);
@@ -156,7 +174,8 @@ export function createMcpService(deps: McpServiceDeps): McpService {
       }
       const policy = await policyKv?.get(policyKeys.participant(r.agent));
       if (policy?.operation === 'PUT') {
-        const p = ParticipantPolicy.parse(policy.json());
+        // The same reading as every other service: a malformed record is suspended.
+        const p = readStanding(policy.value).standing;
         if (p.status === 'suspended')
           throw new ParleyError('SUSPENDED', `${r.agent} is suspended: ${p.reason}`);
         if (p.status === 'revoked') throw new ParleyError('REVOKED', `${r.agent} was revoked: ${p.reason}`);
@@ -168,12 +187,13 @@ export function createMcpService(deps: McpServiceDeps): McpService {
       const kvm = new Kvm(deps.nc);
       bindingsKv = await kvm.open(buckets.bindings);
       policyKv = await kvm.open(buckets.policy);
-      micro = createMicroService(deps.nc, {
+      micro = createMicroService(deps.responder ?? deps.nc, {
         name: 'parley-mcp',
         version: packageVersion(import.meta.url),
         description: 'MCP bridge: runtime bindings and the access tokens of the HTTP endpoint.',
       });
-      const common = { log, tracer: deps.tracer, metrics: deps.metrics };
+      standing = await createStandingView(policyKv, { log, metrics: deps.metrics });
+      const common = { log, tracer: deps.tracer, metrics: deps.metrics, standing };
       serveApis(
         micro,
         [
@@ -289,6 +309,7 @@ export function createMcpService(deps: McpServiceDeps): McpService {
     async stop() {
       started = false;
       await micro?.stop();
+      standing?.stop();
     },
   };
 }

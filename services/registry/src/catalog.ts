@@ -12,8 +12,8 @@ import {
   type Human as HumanT,
   Org,
   type Org as OrgT,
-  ParticipantPolicy,
   type ParticipantPolicy as ParticipantPolicyT,
+  readStanding,
 } from '@parley/contracts';
 import type * as z from 'zod';
 
@@ -74,6 +74,8 @@ export class Catalog {
   readonly agents = new Map<string, AgentDoc>();
   /** Suspended or revoked participants (from `parley_policy`); absent = active. */
   readonly standing = new Map<string, ParticipantPolicyT>();
+  /** How many malformed `participant.<id>` records were read (each counts as suspended). */
+  malformedStandings = 0;
 
   /** Exact skill id → agents. */
   readonly bySkillId = new Map<string, Set<string>>();
@@ -128,10 +130,12 @@ export class Catalog {
     if (!e.key.startsWith('participant.')) return;
     if (!this.fresh(`policy:${e.key}`, e.revision)) return;
     const id = e.key.slice('participant.'.length);
-    if (e.operation !== 'PUT') this.standing.delete(id);
+    if (e.operation !== 'PUT' || e.length === 0) this.standing.delete(id);
     else {
-      const p = ParticipantPolicy.safeParse(e.json());
-      if (p.success && p.data.status !== 'active') this.standing.set(id, p.data);
+      // The same reading as every other service: a malformed record is suspended, never active.
+      const { standing, malformed } = readStanding(e.value);
+      if (malformed) this.malformedStandings++;
+      if (standing.status !== 'active') this.standing.set(id, standing);
       else this.standing.delete(id);
     }
   }

@@ -28,6 +28,7 @@ import {
 import {
   bind,
   createMicroService,
+  createStandingView,
   deleteInboxConsumer,
   ensureInboxConsumer,
   type KvWatch,
@@ -36,7 +37,10 @@ import {
   packageVersion,
   publishEvent,
   respondError,
+  respondTo,
+  type ServiceResponder,
   type ServiceTelemetry,
+  type StandingView,
   serveApis,
   toParleyError,
   watchKv,
@@ -50,7 +54,7 @@ import { createPresence, type PresenceTracker } from './presence.js';
 export { registryKeys } from './catalog.js';
 
 /** What the registry needs. */
-export interface RegistryDeps extends ServiceTelemetry {
+export interface RegistryDeps extends ServiceTelemetry, ServiceResponder {
   nc: NatsConnection;
   log: Logger;
   /** Settings of the inbox consumers it creates. */
@@ -81,6 +85,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
   let jsm: JetStreamManager | undefined;
   let presence: PresenceTracker | undefined;
   let micro: ReturnType<typeof createMicroService> | undefined;
+  let standing: StandingView | undefined;
   const watches: KvWatch[] = [];
   let started = false;
 
@@ -198,11 +203,11 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
         const known = caller.startsWith('usr_') ? await loadUser(caller) : await loadAgent(caller);
         if (!known) throw new ParleyError('UNAUTHENTICATED', `${caller} is not registered`);
         await store().presence.heartbeat(caller as PrincipalId, hb);
-        if (msg.reply) msg.respond(encodeJson({ ok: true }));
+        respondTo(msg, encodeJson({ ok: true }), { watch: { log, metrics: deps.metrics } });
       } catch (err) {
         const e = toParleyError(err, log);
         log.debug({ participant: caller, code: e.code }, 'heartbeat refused');
-        respondError(msg, e);
+        respondError(msg, e, { log, metrics: deps.metrics });
       }
     });
     heartbeatQueues.set(caller, next);
@@ -482,15 +487,17 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
       );
       await Promise.all(watches.map((w) => w.initialized));
       presence.start();
-      micro = createMicroService(nc, {
+      micro = createMicroService(deps.responder ?? nc, {
         name: 'parley-registry',
         version: packageVersion(import.meta.url),
         description: 'Orgs, humans, agents with cards, discovery and presence.',
       });
       micro.subscribe(subjects.presenceListen(), 'registry', onHeartbeat);
+      standing = await createStandingView(policyKv, { log, metrics: deps.metrics });
       serveApis(micro, handlers, {
         service: 'registry',
         queue: 'registry',
+        standing,
         log,
         tracer: deps.tracer,
         metrics: deps.metrics,
@@ -506,6 +513,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
       presence?.stop();
       await micro?.stop();
       for (const w of watches.splice(0)) w.stop();
+      standing?.stop();
     },
     ready: () => started,
     async seed({ org, admin }) {

@@ -480,6 +480,22 @@ export function createControlPlane(deps: ControlDeps) {
     },
 
     /** Services only: which of `participants` are members. */
+    /**
+     * Which of `candidates` may read `message` (at log position `seq`) now: current members of its
+     * room whose history policy reaches that far back, and, for a mentions-only message, its sender
+     * and those it mentions — what `history` would show each of them.
+     */
+    async readersOf(message: RoomMessage, seq: number, candidates: string[]): Promise<string[]> {
+      const r = (await readEntry<RoomRecord>(kv, keys.room(message.room)))?.value;
+      if (!r) return [];
+      return candidates.filter((p) => {
+        const m = r.members[p];
+        if (!m) return false;
+        if (r.policy.history === 'since_joined' && m.joinedSeq > seq) return false;
+        return message.audience !== 'mentions' || message.mentions.includes(p) || message.sender.id === p;
+      });
+    },
+
     async members(req: Req<'members'>): Promise<Res<'members'>> {
       const r = await load(req.room);
       return {

@@ -29,7 +29,7 @@ import {
   traceFieldsOf,
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { type MicroService, type ParleyMetrics, respondError, toParleyError } from '@parley/kit';
+import { type MicroService, type ParleyMetrics, respondError, respondTo, toParleyError } from '@parley/kit';
 import type { PolicyCache } from './policy-cache.js';
 import type { RoomCache } from './room-cache.js';
 import { entryHeaders, senderOf } from './room-log.js';
@@ -95,6 +95,7 @@ function requestTrace(msg: Msg): RoomMessage['trace'] {
 export function serveIngress(micro: MicroService, deps: IngressDeps): void {
   const endpoint = micro.endpoint({ name: 'send', subject: 'parley.in.*.send', queue: 'rooms-ingress' });
   const log = deps.log.child({ component: 'ingress' });
+  const watch = { log, metrics: deps.metrics };
 
   async function room(roomId: string, sender: string): Promise<RoomRecord> {
     let r = await deps.rooms.get(roomId);
@@ -127,7 +128,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
       return undefined;
     } catch (err) {
       const e = toParleyError(err, log);
-      respondError(msg, e);
+      respondError(msg, e, watch);
       deps.metrics?.recordMessage('refused', e.code);
       if (DENIALS.has(e.code)) deps.metrics?.recordDenial(e.code);
       return `${e.code}: ${e.message}`;
@@ -205,8 +206,10 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         id = stored ? (JSON.parse(dec.decode(stored.data)) as RoomMessage).id : id;
       }
       span?.setAttribute(traceAttributes.roomSeq, ack.seq);
-      msg.respond(
+      respondTo(
+        msg,
         encodeJson(ack.duplicate ? { id, roomSeq: ack.seq, duplicate: true } : { id, roomSeq: ack.seq }),
+        { watch },
       );
       return ack.duplicate;
     }

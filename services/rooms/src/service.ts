@@ -11,6 +11,7 @@ import {
   type MicroService,
   type ParleyService,
   packageVersion,
+  type ServiceResponder,
   type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
@@ -32,7 +33,7 @@ import { findMessage } from './room-log.js';
 import { createRunawayDetector } from './runaway.js';
 
 /** What the rooms service needs. */
-export interface RoomsDeps extends ServiceTelemetry {
+export interface RoomsDeps extends ServiceTelemetry, ServiceResponder {
   nc: NatsConnection;
   log: Logger;
   config: RoomsConfig;
@@ -83,7 +84,11 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
         partitions: config.PARLEY_PARTITIONS,
         participants,
       });
-      micro = createMicroService(deps.nc, {
+      const policyKv = await kvm.open(buckets.policy);
+      // One standing view for the API (serveApis) and the ingress: suspended means suspended everywhere.
+      const standing = await createPolicyCache(policyKv, log, deps.metrics);
+      policy = standing;
+      micro = createMicroService(deps.responder ?? deps.nc, {
         name: 'parley-rooms',
         version: packageVersion(import.meta.url),
         description: 'Rooms, membership, the message ingress and the fan-out.',
@@ -108,20 +113,20 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           bind(roomsApi.findMessage, async (req) => {
             const found = await findMessage(js, jsm, req.id);
             if (!found) throw new ParleyError('NOT_FOUND', `no message ${req.id} in the room log`);
+            const message = RoomMessage.parse(JSON.parse(new TextDecoder().decode(found.data)));
             return {
               seq: found.seq,
-              message: RoomMessage.parse(JSON.parse(new TextDecoder().decode(found.data))),
+              message,
+              ...(req.readers ? { readers: await control.readersOf(message, found.seq, req.readers) } : {}),
             };
           }),
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
           bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
         ],
-        { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics },
+        { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics, standing },
       );
       if (config.PARLEY_INGRESS) {
         cache = await createRoomCache(rooms, log);
-        const policyKv = await kvm.open(buckets.policy);
-        policy = await createPolicyCache(policyKv, log);
         verifier = await createDelegationVerifier(policyKv, log);
         replicas = await trackIngressReplicas({
           kv: leases,

@@ -11,6 +11,7 @@ import { type BackboneOptions, serviceId } from '@parley/contracts';
 import {
   accountSigner,
   createGovernanceService,
+  mintResponderCreds,
   mintServiceCreds,
   mintSystemCreds,
   publicKeys,
@@ -197,6 +198,19 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       connections.push(nc);
       return nc;
     };
+    // The least-privilege connection each service answers requests on (publish `_INBOX.>` only).
+    const responderOf = async (name: string) => {
+      const creds = await mintResponderCreds(keys, name);
+      const nc = await connectNats({
+        servers: serverList(natsUrl),
+        name: `parley-${name}-responder`,
+        principal: serviceId(name),
+        creds: new TextEncoder().encode(creds.creds),
+        log,
+      });
+      connections.push(nc);
+      return nc;
+    };
     const connectSystem = async () => {
       const nc = await connectNats({
         servers: serverList(natsUrl),
@@ -215,12 +229,14 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
 
     const registry = createRegistryService({
       nc: await connectAs('registry'),
+      responder: await responderOf('registry'),
       log,
       ...observe('registry'),
       ...(o.backbone ? { backbone: o.backbone } : {}),
     });
     const governance = createGovernanceService({
       nc: await connectAs('governance'),
+      responder: await responderOf('governance'),
       log,
       ...observe('governance'),
       config: {
@@ -233,6 +249,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     });
     const rooms = createRoomsService({
       nc: await connectAs('rooms'),
+      responder: await responderOf('rooms'),
       log,
       ...observe('rooms'),
       config: roomsDefaults({
@@ -245,12 +262,27 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     // Consent: contact requests and the check rooms asks before an invite across owners.
     const consent = createConsentService({
       nc: await connectAs('consent'),
+      responder: await responderOf('consent'),
       log,
       ...observe('consent'),
       config: consentDefaults(o.consent),
     });
     // MCP: runtime bindings and the tokens of the HTTP endpoint /mcp.
-    const mcp = createMcpService({ nc: await connectAs('mcp'), log, ...observe('mcp') });
+    const mcp = createMcpService({
+      nc: await connectAs('mcp'),
+      responder: await responderOf('mcp'),
+      // /mcp sessions act as their agent over a connection with the agent's reply prefix.
+      connectAs: async (principal) =>
+        connectNats({
+          servers: serverList(natsUrl),
+          name: `parley-mcp-as-${principal}`,
+          principal,
+          creds: new TextEncoder().encode((await mintServiceCreds(keys, 'mcp')).creds),
+          log,
+        }),
+      log,
+      ...observe('mcp'),
+    });
     for (const s of [registry, governance, rooms, consent, mcp]) {
       await s.start();
       services.push(s);

@@ -41,6 +41,11 @@ export function formatUsage(r: ApiResponse<typeof governanceApi.usage>): string 
 }
 
 function hopLine(h: AuditHop, i: number): string[] {
+  if (h.redacted)
+    return [
+      `${i + 1}. ${h.kind === 'tool_call' ? 'tool call' : 'message'} ${h.id}  in a room you may not read`,
+      `     at ${h.at}`,
+    ];
   const who =
     h.onBehalfOf.length > 1
       ? `${h.actor} for ${h.onBehalfOf[0]} (chain ${h.onBehalfOf.join(' → ')})`
@@ -51,6 +56,8 @@ function hopLine(h: AuditHop, i: number): string[] {
       : `${i + 1}. message ${h.id}  in ${h.room ?? '?'} (hop ${h.hop ?? 0})  from ${who}`;
   const lines = [head];
   if (h.text) lines.push(`     "${h.text}"`);
+  if (h.linkUnverified)
+    lines.push(`     caused by ${h.causedBy ?? '?'}: not followed (its sender could not read that message)`);
   if (h.decision) {
     lines.push(
       `     ${h.decision.allow ? 'allowed' : `DENIED${h.decision.code ? ` (${h.decision.code})` : ''}`} — decided by ${h.decision.decidedBy}: ${h.decision.reason}`,
