@@ -80,9 +80,15 @@ function defaultOf(schema: z.ZodType): string {
   return schema.safeParse(undefined).success ? '–' : 'required';
 }
 
-// Markdown table cells: no pipes or line breaks, and `<name>` placeholders shown rather than read as HTML.
+// Markdown table cells: no pipes or line breaks, and `<name>` placeholders outside code spans shown
+// rather than read as HTML (inside a code span an entity would show literally).
 const cell = (s: string) =>
-  s.replaceAll('|', '\\|').replaceAll('\n', ' ').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
+  s
+    .replaceAll('|', '\\|')
+    .replaceAll('\n', ' ')
+    .split('`')
+    .map((part, i) => (i % 2 === 1 ? part : part.replaceAll('<', '&lt;').replaceAll('>', '&gt;')))
+    .join('`');
 
 function table(section: Section): string {
   const rows = Object.entries(section.shape)
