@@ -116,7 +116,7 @@ export class Bridge {
   readonly #log: Logger;
   readonly #env: Record<string, string | undefined>;
   readonly #tracer: Tracer | undefined;
-  readonly #actions = new Map<string, ActionHandler>();
+  readonly #tools = new Map<string, ActionHandler>();
   #sourceDown: string | undefined;
 
   constructor(o: BridgeOptions) {
@@ -305,22 +305,32 @@ export class Bridge {
   }
 
   /**
-   * Stores a batch in order, then moves the cursor to `cursor` (the position after the batch).
+   * Stores a batch in order, then moves the cursor to the last `cursor` given (the position after
+   * the batch); an entry without an event (refused by the adapter) only moves the cursor. A cursor
+   * given as a function is evaluated when it is persisted.
    * Stops at the first {@link RetryLater}, having persisted the cursor of what was stored.
    */
-  async ingestBatch(events: { event: SourceEvent; cursor?: string }[]): Promise<IngestResult[]> {
+  async ingestBatch(
+    events: { event?: SourceEvent | undefined; cursor?: string | (() => string) }[],
+  ): Promise<IngestResult[]> {
     const results: IngestResult[] = [];
-    let cursor: string | undefined;
+    let cursor: string | (() => string) | undefined;
     let stored = 0;
     try {
       for (const e of events) {
-        const r = await this.ingest(e.event);
-        results.push(r);
-        if (r.outcome === 'stored') stored++;
+        // No event: the adapter refused it already (malformed); only the cursor moves past it.
+        if (e.event) {
+          const r = await this.ingest(e.event);
+          results.push(r);
+          if (r.outcome === 'stored') stored++;
+        }
         if (e.cursor !== undefined) cursor = e.cursor;
       }
     } finally {
-      if (cursor !== undefined || stored > 0) await this.state.advance(cursor, stored);
+      // A function is asked now: a source with several streams composes the others' latest cursors.
+      if (cursor !== undefined || stored > 0) {
+        await this.state.advance(typeof cursor === 'function' ? cursor() : cursor, stored);
+      }
     }
     return results;
   }
@@ -347,12 +357,9 @@ export class Bridge {
       .catch(() => undefined);
   }
 
-  /** Registers the handler of an outbound action named in the mapping. */
-  action(name: string, handler: ActionHandler): this {
-    if (!this.mapping.outbound.some((r) => r.action === name)) {
-      throw new Error(`action ${name} is not in the mapping's outbound rules`);
-    }
-    this.#actions.set(name, handler);
+  /** Registers the implementation of a tool (what outbound rules name in `tool`). */
+  tool(name: string, handler: ActionHandler): this {
+    this.#tools.set(name, handler);
     return this;
   }
 
@@ -388,9 +395,9 @@ export class Bridge {
           delegation: null,
         },
       );
-    const handler = rule ? this.#actions.get(rule.action) : undefined;
+    const handler = rule ? this.#tools.get(rule.tool) : undefined;
     if (!rule || !handler) {
-      this.metrics.action(req.action.slice(0, 64), 'error');
+      this.metrics.action('unknown', 'error');
       await answer(`${req.action}: this bridge has no such action`);
       return;
     }
@@ -404,9 +411,12 @@ export class Bridge {
     const principal = d.message.onBehalfOf?.principal;
     const toolCall = newId('toolCall');
     try {
+      const fixed = Object.fromEntries(
+        Object.entries(rule.args).map(([k, t]) => [k, render(t, { args: req.args, principal })]),
+      );
       const result = await this.agent.tools.call(
         rule.tool,
-        req.args,
+        { ...req.args, ...fixed },
         (args) =>
           handler(args, {
             room: d.room,

@@ -68,6 +68,10 @@ export const OutboundRule = z.object({
     .regex(/^[a-z][a-z0-9_.-]{0,63}$/)
     .describe('The tool name governance authorizes (`tool:<tool>` unless `scope` says otherwise).'),
   scope: z.string().max(100).optional(),
+  args: z
+    .record(z.string(), z.string())
+    .default({})
+    .describe('Arguments the rule fixes (templates over {{args.…}}); they override what the request says.'),
   reply: z.string().max(4000).default('{{action}} done').describe('Template of the answer ({{result.…}}).'),
 });
 export type OutboundRule = z.infer<typeof OutboundRule>;

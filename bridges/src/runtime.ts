@@ -117,11 +117,13 @@ export async function retrying<T>(fn: () => Promise<T>, o: RetryOptions = {}): P
       const jittered = Math.round(delay / 2 + Math.random() * (delay / 2));
       await o.onFailure?.(err, attempt, jittered);
       await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, jittered);
-        o.signal?.addEventListener('abort', () => {
+        const done = () => {
           clearTimeout(t);
+          o.signal?.removeEventListener('abort', done);
           resolve();
-        });
+        };
+        const t = setTimeout(done, jittered);
+        o.signal?.addEventListener('abort', done, { once: true });
       });
       if (o.signal?.aborted) throw err;
     }

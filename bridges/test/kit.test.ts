@@ -232,7 +232,7 @@ ${extra}`;
     const agent = await world.connect(bridgeCreds);
     const bridge = await world.bridge(agent, fill(mapping()));
     const calls: unknown[] = [];
-    bridge.action('addNote', async (args, ctx) => {
+    bridge.tool('crm.note.add', async (args, ctx) => {
       calls.push({ args, principal: ctx.principal });
       return { noteId: 'N-1' };
     });
