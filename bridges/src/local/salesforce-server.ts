@@ -163,7 +163,7 @@ export interface LocalSalesforce {
 }
 
 /** Starts a local Salesforce on free ports. */
-export async function startLocalSalesforce(o: { tokenTtlMs?: number } = {}): Promise<LocalSalesforce> {
+export async function startLocalSalesforce(): Promise<LocalSalesforce> {
   const orgId = `00D${randomBytes(6).toString('hex').toUpperCase().slice(0, 12)}`;
   const clientId = `3MVG9${randomBytes(8).toString('hex')}`;
   const clientSecret = randomBytes(16).toString('hex');
@@ -326,8 +326,7 @@ export async function startLocalSalesforce(o: { tokenTtlMs?: number } = {}): Pro
       const err = authError(call.metadata);
       if (err) return cb(err);
       const t = topics.get(call.request.topic_name);
-      if (!t || !t.canPublish)
-        return cb(failure(grpc.status.PERMISSION_DENIED, 'cannot publish on this topic'));
+      if (!t?.canPublish) return cb(failure(grpc.status.PERMISSION_DENIED, 'cannot publish on this topic'));
       const results = call.request.events.map((ev) => {
         // Like Salesforce, the payload is not validated at publish; we decode it to show the test.
         const ce = append(t, ev);
