@@ -73,6 +73,8 @@ export interface IngestResult {
 export interface ActionContext {
   /** The room the request came from. */
   room: string;
+  /** The request message's id (stable across redeliveries: an idempotency key for the source). */
+  requestId: string;
   /** Posts a progress line in that room (e.g. a job's state while it runs). */
   progress(text: string): Promise<void>;
   /** The Parley user the action runs for. */
@@ -420,6 +422,7 @@ export class Bridge {
         (args) =>
           handler(args, {
             room: d.room,
+            requestId: d.message.id,
             principal,
             progress: async (text) => {
               await room.send(text, { replyTo: d.message.id, kind: 'status', delegation: null });
