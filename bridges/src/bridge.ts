@@ -119,6 +119,7 @@ export class Bridge {
   readonly #env: Record<string, string | undefined>;
   readonly #tracer: Tracer | undefined;
   readonly #tools = new Map<string, ActionHandler>();
+  readonly #observers: ((d: Delivery) => Promise<void> | void)[] = [];
   #sourceDown: string | undefined;
 
   constructor(o: BridgeOptions) {
@@ -365,9 +366,22 @@ export class Bridge {
     return this;
   }
 
+  /**
+   * Also hands every delivered room message to `fn`, after the actions it asked for ran: the place
+   * for a bridge's own logic (e.g. proposing a next step once the answers it waited for are in).
+   * It runs inside the delivery, so what it sends continues the trace.
+   */
+  observe(fn: (d: Delivery) => Promise<void> | void): this {
+    this.#observers.push(fn);
+    return this;
+  }
+
   /** Starts handling action requests from rooms. */
   async start(): Promise<void> {
-    this.agent.on('message', (d) => this.#onMessage(d));
+    this.agent.on('message', async (d) => {
+      await this.#onMessage(d);
+      for (const fn of this.#observers) await fn(d);
+    });
     await this.agent.listening;
   }
 

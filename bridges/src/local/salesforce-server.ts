@@ -65,6 +65,7 @@ export const ACCOUNT_CHANGE_SCHEMA = {
       },
     },
     { name: 'Name', type: ['null', 'string'], default: null },
+    { name: 'AccountNumber', type: ['null', 'string'], default: null },
     { name: 'Industry', type: ['null', 'string'], default: null },
     { name: 'AnnualRevenue', type: ['null', 'double'], default: null },
     { name: 'Rating', type: ['null', 'string'], default: null },
