@@ -322,10 +322,17 @@ export class Bridge {
     try {
       for (const e of events) {
         // No event: the adapter refused it already (malformed); only the cursor moves past it.
-        if (e.event) {
+        if (e.event && this.state.storedSinceCursor(e.event.id)) {
+          // Stored before a crash that came before its cursor was written: not sent again.
+          this.metrics.event('duplicate');
+          results.push({ outcome: 'duplicate' });
+        } else if (e.event) {
           const r = await this.ingest(e.event);
           results.push(r);
-          if (r.outcome === 'stored') stored++;
+          if (r.outcome === 'stored') {
+            stored++;
+            await this.state.journal(e.event.id);
+          }
         }
         if (e.cursor !== undefined) cursor = e.cursor;
       }

@@ -5,10 +5,15 @@
  * `parley.in.<id>.>`, and giving bridges write access to a bucket would let one overwrite another's
  * cursor. In Kubernetes the file lives on the bridge's volume (see the Helm values).
  *
- * Order makes it exact: an event is stored in its room first, the cursor moves after; a crash in
- * between replays the event under the same client message id, which the ingress deduplicates.
+ * Order makes it exact: an event is stored in its room first, the cursor moves after. Between two
+ * cursor writes, each stored event's source id is appended to a journal (`stored.log`, one line,
+ * no fsync: a killed process loses nothing the kernel already has); a restart reads it back and
+ * acknowledges those events as duplicates without sending them again, however long the bridge was
+ * down. The ingress's deduplication of the client message id (2 minutes) covers the last gap, a
+ * crash between a send's acknowledgement and its journal line. The journal is emptied when the
+ * cursor moves past it.
  */
-import { appendFile, mkdir, open, readFile, rename } from 'node:fs/promises';
+import { appendFile, mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import * as z from 'zod';
 
@@ -33,12 +38,16 @@ export interface DeadLetter {
 export class BridgeState {
   readonly #file: string;
   readonly #dir: string;
+  readonly #journal: string;
+  /** Source ids stored since the cursor was last written (from the journal). */
+  readonly #recent = new Set<string>();
   #data: StateFile = { version: 1, cursor: null, rooms: {}, stored: 0 };
   #writing: Promise<void> = Promise.resolve();
 
   private constructor(dir: string) {
     this.#dir = dir;
     this.#file = join(dir, 'state.json');
+    this.#journal = join(dir, 'stored.log');
   }
 
   /** Opens (or creates) the state in `dir`. A corrupt file is an error, never silently reset. */
@@ -54,7 +63,21 @@ export class BridgeState {
       if (!parsed.success) throw new Error(`bridge state ${s.#file} is not valid: ${parsed.error.message}`);
       s.#data = parsed.data;
     }
+    const journal = await readFile(s.#journal, 'utf8').catch(() => '');
+    // A torn last line (the process died mid-write) is not an id: only complete lines count.
+    for (const line of journal.split('\n').slice(0, -1)) if (line) s.#recent.add(line);
     return s;
+  }
+
+  /** Whether the event was stored after the cursor was last written. */
+  storedSinceCursor(sourceId: string): boolean {
+    return this.#recent.has(sourceId);
+  }
+
+  /** Journals a stored event (pull sources, between cursor writes). */
+  async journal(sourceId: string): Promise<void> {
+    this.#recent.add(sourceId);
+    await appendFile(this.#journal, `${sourceId.replace(/\n/g, ' ')}\n`);
   }
 
   /** Where the source should resume (undefined: from the configured start). */
@@ -83,6 +106,11 @@ export class BridgeState {
     if (cursor !== undefined) this.#data.cursor = cursor;
     this.#data.stored += stored;
     await this.#persist();
+    if (cursor !== undefined && this.#recent.size > 0) {
+      // The cursor is past every journaled event now.
+      this.#recent.clear();
+      await writeFile(this.#journal, '');
+    }
   }
 
   /** Appends a poison event to `dead-letters.jsonl` beside the state. */

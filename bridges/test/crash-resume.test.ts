@@ -39,7 +39,7 @@ describe('bridge crash-resume', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('killed -9 twice mid-stream and restarted: every event stored once, in order', async () => {
+  it('killed -9 twice mid-stream and restarted: every event stored once, in order', async (t) => {
     const ops = await world.person('ops');
     const alice = await world.person('alice');
     const b = await world.bridgeAgent(ops, 'salesforce', []);
@@ -59,8 +59,10 @@ describe('bridge crash-resume', () => {
     for (let i = 0; i < EVENTS; i++) {
       emitted.push(sf.emitChange('Account', { recordIds: [`001C${i}`], fields: { Name: `n${i}` } }).id);
     }
+    const ports: number[] = [];
     const start = async () => {
       const port = await freePort();
+      ports.push(port);
       const proc = spawn(process.execPath, ['--conditions=@parley/source', '--import', 'tsx', MAIN], {
         env: {
           ...process.env,
@@ -87,18 +89,32 @@ describe('bridge crash-resume', () => {
       procs.push(proc);
       return proc;
     };
+    // What the running process counted (its /metrics), read just before it is killed.
+    const counted = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${ports[ports.length - 1]}/metrics`)).text();
+      const n = (outcome: string) =>
+        Number(
+          new RegExp(`parley_bridge_events_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\d+)`).exec(
+            text,
+          )?.[1] ?? 0,
+        );
+      return { stored: n('stored'), duplicate: n('duplicate') };
+    };
     const kill9 = async (p: ChildProcess) => {
       const exited = new Promise((r) => p.once('exit', r));
       p.kill('SIGKILL');
       await exited;
     };
     const killedAt: number[] = [];
+    const runs: { stored: number; duplicate: number }[] = [];
+    const began = Date.now();
     let p = await start();
     await waitFor(
       () => seen.length >= 300,
       () => `300 events stored (${seen.length})`,
       60_000,
     );
+    runs.push(await counted());
     killedAt.push(seen.length);
     await kill9(p);
     p = await start();
@@ -107,6 +123,7 @@ describe('bridge crash-resume', () => {
       () => `400 more events (${seen.length})`,
       60_000,
     );
+    runs.push(await counted());
     killedAt.push(seen.length);
     await kill9(p);
     p = await start();
@@ -114,6 +131,16 @@ describe('bridge crash-resume', () => {
       () => new Set(seen).size >= EVENTS,
       () => `all ${EVENTS} events (${new Set(seen).size})`,
       120_000,
+    );
+    runs.push(await counted());
+    const figures = `${EVENTS} events in ${Date.now() - began} ms with 2 kills (in the room at each kill: ${killedAt.join(', ')}); per process stored/duplicate: ${runs.map((r) => `${r.stored}/${r.duplicate}`).join(', ')}`;
+    t.diagnostic(figures);
+    process.stderr.write(`crash-resume: ${figures}\n`);
+    // What the killed processes stored before they died, they reported before: the sum is exact
+    // only if nothing was stored twice (a duplicate send would be counted `duplicate`, not `stored`).
+    assert.ok(
+      runs.reduce((n, r) => n + r.stored, 0) <= EVENTS,
+      'no process stored an event another had stored',
     );
     const history = (await historyOf(alice.agent, room)).filter((e) => e.message.metadata?.['source-id']);
     const stored = history.map((e) => e.message.metadata?.['source-id']);

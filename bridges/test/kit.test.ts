@@ -280,3 +280,62 @@ ${extra}`;
     assert.equal(chain.origin, alice.id);
   });
 });
+
+describe('bridge state across a crash before the cursor was written', () => {
+  let parley: TestParley;
+  let world: Awaited<ReturnType<typeof createWorld>>;
+
+  before(async () => {
+    parley = await startParley();
+    world = await createWorld(parley);
+  });
+  after(async () => {
+    await world?.close();
+    await parley?.destroy();
+  });
+
+  const retriedSends = async () => {
+    const text = await parley.metrics.render();
+    return [...text.matchAll(/^parley_messages_total\{[^}]*outcome="duplicate"[^}]*\} (\d+)/gm)].reduce(
+      (n, m) => n + Number(m[1]),
+      0,
+    );
+  };
+
+  it('the restarted bridge does not send again what it stored, whatever the dedupe window', async () => {
+    const ops = await world.person('ops');
+    const b = await world.bridgeAgent(ops, 'journal', []);
+    const room = (await ops.agent.rooms.create('journal', { members: [b.id] })).id;
+    const mapping = `bridge: journal\ninbound:\n  - type: t\n    to: { room: ${room} }\n    text: "{{payload.n}}"\n`;
+    const dir = await world.stateDir();
+    const events = (from: number, to: number) =>
+      Array.from({ length: to - from }, (_, i) => ({
+        event: { id: `e-${from + i}`, type: 't', payload: { n: from + i } },
+        cursor: `c-${from + i}`,
+      }));
+    const first = await world.bridge(await world.connect(b.creds), mapping, dir);
+    // The process dies after storing the batch and before its cursor reaches the disk.
+    first.state.advance = async () => {
+      throw new Error('killed');
+    };
+    await assert.rejects(first.ingestBatch(events(0, 5)), /killed/);
+    const before_ = await retriedSends();
+    const second = await world.bridge(await world.connect(b.creds), mapping, dir);
+    assert.equal(second.state.cursor, undefined, 'the cursor was not written');
+    const results = await second.ingestBatch(events(0, 8));
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['duplicate', 'duplicate', 'duplicate', 'duplicate', 'duplicate', 'stored', 'stored', 'stored'],
+    );
+    assert.equal(await retriedSends(), before_, 'nothing was sent again (the ingress saw no retry)');
+    assert.equal(second.state.cursor, 'c-7');
+    const texts = (await messagesOf(ops.agent, room)).map((m) => textOf(m.message));
+    assert.deepEqual(texts, ['0', '1', '2', '3', '4', '5', '6', '7']);
+    // The counter does see a retry: e-0 sent again past the journal is recognised by the ingress.
+    assert.equal((await second.ingest({ id: 'e-0', type: 't', payload: { n: 0 } })).outcome, 'duplicate');
+    assert.equal(await retriedSends(), before_ + 1);
+    // Once the cursor is past them, the journal is empty.
+    const third = await world.bridge(await world.connect(b.creds), mapping, dir);
+    assert.equal(third.state.storedSinceCursor('e-0'), false);
+  });
+});
