@@ -329,10 +329,9 @@ export class Bridge {
         } else if (e.event) {
           const r = await this.ingest(e.event);
           results.push(r);
-          if (r.outcome === 'stored') {
-            stored++;
-            await this.state.journal(e.event.id);
-          }
+          if (r.outcome === 'stored') stored++;
+          // A duplicate is in the room too (stored before, or by a send the SDK retried).
+          if (r.outcome === 'stored' || r.outcome === 'duplicate') await this.state.journal(e.event.id);
         }
         if (e.cursor !== undefined) cursor = e.cursor;
       }

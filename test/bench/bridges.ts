@@ -54,7 +54,7 @@ async function bridgeFor(
   const ingest = running.bridge.ingest.bind(running.bridge);
   running.bridge.ingest = async (ev: SourceEvent): Promise<IngestResult> => {
     const res = await ingest(ev);
-    if (res.outcome === 'stored') stored.set(ev.id, performance.now());
+    if (res.outcome === 'stored' || res.outcome === 'duplicate') stored.set(ev.id, performance.now());
     return res;
   };
   return { running, room, stored };
