@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { governanceApi } from '@parley/contracts';
 import { loadTelemetryConfig } from '@parley/kit';
-import { startParley, type TestParley } from '@parley/test/harness';
+import { type OtlpReceiver, startOtlpReceiver, startParley, type TestParley } from '@parley/test/harness';
 import { RESULT_MEDIA_TYPE } from '../src/bridge.js';
 import { type EnterpriseDemo, runEnterpriseDemo } from '../src/demo/enterprise.js';
 import { historyOf, textOf } from './helpers.js';
@@ -18,14 +18,23 @@ describe('enterprise demo', () => {
   let parley: TestParley;
   let demo: EnterpriseDemo | undefined;
   let dir: string;
+  let receiver: OtlpReceiver;
 
   before(async () => {
-    parley = await startParley({ telemetry: loadTelemetryConfig({}) });
+    receiver = await startOtlpReceiver();
+    parley = await startParley({
+      telemetry: loadTelemetryConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+      }),
+      telemetryBatch: { scheduledDelayMillis: 20 },
+    });
     dir = await mkdtemp(join(tmpdir(), 'parley-enterprise-'));
   });
   after(async () => {
     await demo?.stop();
     await parley?.destroy();
+    await receiver?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
@@ -88,5 +97,27 @@ describe('enterprise demo', () => {
     assert.equal(chain.hops[0]?.kind, 'tool_call');
     assert.equal(chain.hops[0]?.status, 'ok');
     assert.equal(chain.origin, demo.ids.maria);
+  });
+
+  it('exports the case as one trace: the bridge’s handling of the CDC event and each system’s tool call', async () => {
+    assert.ok(demo);
+    await demo.finished;
+    await parley.telemetry?.forceFlush();
+    const traceId = demo.traceId;
+    const wanted = [
+      'bridge salesforce',
+      'execute_tool databricks.runs.submit',
+      'execute_tool sap.salesorders.open',
+      'execute_tool salesforce.publish',
+    ];
+    const spans = await receiver.waitForSpans(
+      (all) => wanted.every((n) => all.some((s) => s.traceId === traceId && s.name === n)),
+      { what: `the spans ${wanted.join(', ')} in trace ${traceId}`, timeoutMs: 30_000 },
+    );
+    const inTrace = spans.filter((s) => s.traceId === traceId);
+    // The ingress stored every message of the case inside this trace.
+    assert.ok(inTrace.filter((s) => s.name === 'process send').length >= 9, 'the case’s sends, in the trace');
+    const publish = inTrace.find((s) => s.name === 'execute_tool salesforce.publish');
+    assert.equal(publish?.attributes['parley.on_behalf_of'], demo.ids.maria);
   });
 });
