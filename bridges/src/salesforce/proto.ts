@@ -10,22 +10,27 @@ import * as protoLoader from '@grpc/proto-loader';
 /** The proto file (shipped with the package, beside `dist/` and `src/`). */
 export const PROTO_PATH = fileURLToPath(new URL('../../proto/pubsub_api.proto', import.meta.url));
 
+/** Where a subscription without a replay id starts (`CUSTOM`: after `replay_id`). */
 export type ReplayPreset = 'LATEST' | 'EARLIEST' | 'CUSTOM';
 
+/** A header of an event (`traceparent` travels here). */
 export interface EventHeader {
   key: string;
   value: Buffer;
 }
+/** An event as published: id, schema, Avro payload, headers. */
 export interface ProducerEvent {
   id: string;
   schema_id: string;
   payload: Buffer;
   headers: EventHeader[];
 }
+/** An event as delivered, with its replay id (the cursor). */
 export interface ConsumerEvent {
   event: ProducerEvent;
   replay_id: Buffer;
 }
+/** A request on the Subscribe stream: the first names topic and start, each asks for more. */
 export interface FetchRequest {
   topic_name: string;
   replay_preset?: ReplayPreset;
@@ -33,17 +38,20 @@ export interface FetchRequest {
   num_requested: number;
   auth_refresh?: string;
 }
+/** A batch on the Subscribe stream (empty: a keepalive). */
 export interface FetchResponse {
   events: ConsumerEvent[];
   latest_replay_id: Buffer;
   rpc_id: string;
   pending_num_requested: number;
 }
+/** The Avro schema (JSON) of a schema id. */
 export interface SchemaInfo {
   schema_json: string;
   schema_id: string;
   rpc_id: string;
 }
+/** A topic's permissions and schema id. */
 export interface TopicInfo {
   topic_name: string;
   tenant_guid: string;
@@ -52,15 +60,18 @@ export interface TopicInfo {
   schema_id: string;
   rpc_id: string;
 }
+/** The outcome of one published event. */
 export interface PublishResult {
   replay_id: Buffer;
   error?: { code: 'UNKNOWN' | 'PUBLISH' | 'COMMIT'; msg: string } | null;
   correlation_key: string;
 }
+/** Events to publish on a topic. */
 export interface PublishRequest {
   topic_name: string;
   events: ProducerEvent[];
 }
+/** The outcomes of a Publish. */
 export interface PublishResponse {
   results: PublishResult[];
   schema_id: string;
