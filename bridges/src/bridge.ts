@@ -120,6 +120,7 @@ export class Bridge {
   readonly #tracer: Tracer | undefined;
   readonly #tools = new Map<string, ActionHandler>();
   readonly #observers: ((d: Delivery) => Promise<void> | void)[] = [];
+  readonly #opening = new Map<string, Promise<string>>();
   #sourceDown: string | undefined;
 
   constructor(o: BridgeOptions) {
@@ -294,6 +295,17 @@ export class Bridge {
     const key = to.agent ? `agent:${to.agent}` : `case:${render(to.case?.key ?? '', scope)}`;
     const known = this.state.room(key);
     if (known) return known;
+    // Webhook requests run concurrently: two first events of one case must not open two rooms.
+    let opening = this.#opening.get(key);
+    if (!opening) {
+      opening = this.#openRoom(rule, scope, key).finally(() => this.#opening.delete(key));
+      this.#opening.set(key, opening);
+    }
+    return opening;
+  }
+
+  async #openRoom(rule: InboundRule, scope: unknown, key: string): Promise<string> {
+    const to = rule.to;
     const title = to.agent
       ? `${this.mapping.bridge} ↔ ${to.agent}`
       : render(to.case?.title ?? key, scope).slice(0, 200);

@@ -191,6 +191,18 @@ ${extra}`;
     );
   });
 
+  it('opens one room for a case whose first events arrive at the same time', async () => {
+    const agent = await world.connect(bridgeCreds);
+    const bridge = await world.bridge(agent, fill(mapping()));
+    const results = await Promise.all(
+      Array.from({ length: 5 }, (_, i) =>
+        bridge.ingest({ id: `race-${i}`, type: 'crm.case.opened', payload: { account: 'RACE-1' } }),
+      ),
+    );
+    assert.equal(new Set(results.map((r) => r.room)).size, 1);
+    assert.equal((await agent.rooms.list()).filter((r) => r.title === 'Case RACE-1').length, 1);
+  });
+
   it('dead-letters a poison event with its source id and goes on with the next', async () => {
     const agent = await world.connect(bridgeCreds);
     const bridge = await world.bridge(agent, fill(mapping()));
