@@ -141,7 +141,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         ]
       : c.PARLEY_BRIDGE === 'sap'
         ? need(['SAP_WEBHOOK_JWKS_URL', 'SAP_WEBHOOK_ISSUER', 'SAP_WEBHOOK_AUDIENCE'])
-        : need(['DATABRICKS_WEBHOOK_USER', 'DATABRICKS_WEBHOOK_PASSWORD']);
+        : [
+            ...need(['DATABRICKS_WEBHOOK_USER', 'DATABRICKS_WEBHOOK_PASSWORD']),
+            ...(c.DATABRICKS_HOST &&
+            !c.DATABRICKS_TOKEN &&
+            !(c.DATABRICKS_CLIENT_ID && c.DATABRICKS_CLIENT_SECRET)
+              ? [
+                  'DATABRICKS_TOKEN or DATABRICKS_CLIENT_ID + DATABRICKS_CLIENT_SECRET: required with DATABRICKS_HOST',
+                ]
+              : []),
+          ];
   if (missing.length)
     throw new Error(`invalid configuration for bridge:\n${missing.map((m) => `  - ${m}`).join('\n')}`);
   return c;

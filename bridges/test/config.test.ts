@@ -23,6 +23,17 @@ describe('bridge config', () => {
       () => loadConfig({ PARLEY_BRIDGE: 'databricks' }),
       /NATS_CREDS[\s\S]*PARLEY_BRIDGE_MAPPING/,
     );
+    assert.throws(
+      () =>
+        loadConfig({
+          ...base,
+          PARLEY_BRIDGE: 'databricks',
+          DATABRICKS_WEBHOOK_USER: 'u',
+          DATABRICKS_WEBHOOK_PASSWORD: 'p',
+          DATABRICKS_HOST: 'https://adb-1.azuredatabricks.net',
+        }),
+      /DATABRICKS_TOKEN or DATABRICKS_CLIENT_ID/,
+    );
   });
 
   it('reads a complete Databricks configuration with its defaults', () => {

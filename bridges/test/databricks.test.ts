@@ -200,4 +200,41 @@ outbound:
       /^broken failed: .*FAILED: Py4JJavaError: table risk.features not found/,
     );
   });
+
+  it('authenticates to the Jobs API as a service principal (OAuth M2M) when given one', async () => {
+    const agent = await world.connect(
+      (await world.bridgeAgent(alice, 'databricks-m2m', ['tool:databricks.runs.submit'])).creds,
+    );
+    const m2m = await world.bridge(
+      agent,
+      `bridge: databricks-m2m\noutbound:\n  - action: score\n    tool: databricks.runs.submit\n    args: { notebook: /Repos/risk/score_account }\n    reply: "score {{result.output.score}}"\n`,
+    );
+    const app = (await import('fastify')).default();
+    attachDatabricks(m2m, app, {
+      webhookUser: 'x',
+      webhookPassword: 'y',
+      jobs: { host: dbx.host, ...dbx.oauthClient, pollMs: 20 },
+    });
+    await m2m.start();
+    await alice.agent.rooms.room(room).invite(m2m.id);
+    const token = (await alice.agent.tokens.issue(m2m.id, ['tool:databricks.runs.submit'])).token;
+    const ask = await alice.agent.rooms.room(room).send(
+      [
+        {
+          type: 'data',
+          mediaType: ACTION_MEDIA_TYPE,
+          data: { agent: m2m.id, action: 'score', args: { account: '001M2M' } },
+        },
+      ],
+      { delegation: token, mentions: [m2m.id] },
+    );
+    const answer = async () =>
+      (await messagesOf(alice.agent, room)).find(
+        (m) => m.message.replyTo === ask.id && m.message.kind === 'message',
+      );
+    await waitFor(async () => (await answer()) !== undefined, 'the answer');
+    assert.equal(textOf((await answer())?.message), 'score 0.82');
+    assert.equal(dbx.oauthTokensIssued(), 1, 'one token, reused for every call of the run');
+    await app.close();
+  });
 });

@@ -34,6 +34,10 @@ interface Run {
 export interface LocalDatabricks {
   host: string;
   token: string;
+  /** A service principal's OAuth client (`/oidc/v1/token`). */
+  oauthClient: { clientId: string; clientSecret: string };
+  /** Access tokens issued through OAuth. */
+  oauthTokensIssued(): number;
   workspaceId: string;
   /** Requests to runs/submit, as received. */
   submits: Record<string, unknown>[];
@@ -57,8 +61,37 @@ export async function startLocalDatabricks(): Promise<LocalDatabricks> {
   const destinations = new Map<string, Destination>();
   let nextRun = 100;
   const app = Fastify();
+  // OAuth M2M for a service principal: client credentials (Basic) → a short-lived access token.
+  const oauthClient = {
+    clientId: randomBytes(8).toString('hex'),
+    clientSecret: randomBytes(16).toString('hex'),
+  };
+  const issued = new Set<string>();
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_r, body, done) =>
+    done(null, Object.fromEntries(new URLSearchParams(body as string))),
+  );
+  app.post('/oidc/v1/token', async (req, reply) => {
+    const basic = /^Basic (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    const [id, secret] = Buffer.from(basic ?? '', 'base64')
+      .toString('utf8')
+      .split(':');
+    const form = (req.body ?? {}) as Record<string, string>;
+    if (form.grant_type !== 'client_credentials')
+      return reply.code(400).send({ error: 'unsupported_grant_type' });
+    if (
+      decodeURIComponent(id ?? '') !== oauthClient.clientId ||
+      decodeURIComponent(secret ?? '') !== oauthClient.clientSecret
+    ) {
+      return reply.code(401).send({ error: 'invalid_client' });
+    }
+    const t = `eyJ${randomBytes(24).toString('base64url')}`;
+    issued.add(t);
+    return { access_token: t, token_type: 'Bearer', expires_in: 3600, scope: form.scope ?? 'all-apis' };
+  });
   app.addHook('onRequest', async (req, reply) => {
-    if (req.headers.authorization !== `Bearer ${token}`) {
+    if (req.url.startsWith('/oidc/')) return;
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (bearer !== token && !(bearer && issued.has(bearer))) {
       return reply.code(401).send({ error_code: 'UNAUTHENTICATED', message: 'Invalid access token.' });
     }
   });
@@ -184,5 +217,16 @@ export async function startLocalDatabricks(): Promise<LocalDatabricks> {
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
   const host = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-  return { host, token, workspaceId, submits, notebooks, destinations, notify, stop: () => app.close() };
+  return {
+    host,
+    token,
+    oauthClient,
+    oauthTokensIssued: () => issued.size,
+    workspaceId,
+    submits,
+    notebooks,
+    destinations,
+    notify,
+    stop: () => app.close(),
+  };
 }
