@@ -88,12 +88,18 @@ inbound:
       case: { key: "{{payload.account}}", title: "Case {{payload.account}}", members: [__ALICE__] }
     text: "Case event {{type}}"
     data: { account: "{{payload.account}}" }
+  - type: crm.task.*
+    to: { agent: __ALICE__ }
+    text: "Task {{payload.title}}"
+    data: false
 identities:
   "005-alice": { tokenEnv: ALICE_TOKEN, user: __ALICE__ }
 outbound:
   - action: addNote
     tool: crm.note.add
     reply: "note {{result.noteId}} added for {{principal}}"
+  - action: deleteNote
+    tool: crm.note.delete
 ${extra}`;
   const fill = (y: string) => y.replaceAll('__ROOM__', room).replaceAll('__ALICE__', alice.id);
 
@@ -203,6 +209,20 @@ ${extra}`;
     assert.equal((await agent.rooms.list()).filter((r) => r.title === 'Case RACE-1').length, 1);
   });
 
+  it('keeps one room with a participant for `to.agent` rules', async () => {
+    const agent = await world.connect(bridgeCreds);
+    const bridge = await world.bridge(agent, fill(mapping()));
+    const a = await bridge.ingest({ id: 't-1', type: 'crm.task.created', payload: { title: 'call Acme' } });
+    const b = await bridge.ingest({ id: 't-2', type: 'crm.task.done', payload: { title: 'call Acme' } });
+    assert.equal(a.room, b.room);
+    const r = await alice.agent.rooms.get(a.room as string);
+    assert.ok(r.members.some((m) => m.id === alice.id));
+    assert.deepEqual(
+      (await messagesOf(alice.agent, a.room as string)).map((m) => m.message.parts),
+      [[{ type: 'text', text: 'Task call Acme' }], [{ type: 'text', text: 'Task call Acme' }]],
+    );
+  });
+
   it('dead-letters a poison event with its source id and goes on with the next', async () => {
     const agent = await world.connect(bridgeCreds);
     const bridge = await world.bridge(agent, fill(mapping()));
@@ -290,6 +310,41 @@ ${extra}`;
     assert.equal(chain.hops[0]?.kind, 'tool_call');
     assert.equal(chain.hops[0]?.status, 'ok');
     assert.equal(chain.origin, alice.id);
+
+    // A tool outside the token's scope: governance refuses, the tool never runs, the refusal is audited.
+    let deletes = 0;
+    bridge.tool('crm.note.delete', async () => {
+      deletes++;
+      return {};
+    });
+    const del = await alice.agent.rooms.room(room).send(
+      [
+        {
+          type: 'data',
+          data: { agent: bridgeId, action: 'deleteNote', args: { id: 'N-1' } },
+          mediaType: ACTION_MEDIA_TYPE,
+        },
+      ],
+      {
+        delegation: (await alice.agent.tokens.issue(bridgeId, ['tool:crm.note.add'])).token,
+        mentions: [bridgeId],
+      },
+    );
+    await waitFor(async () => (await answerTo(del.id)) !== undefined, 'the refusal');
+    const refusal = await answerTo(del.id);
+    assert.match(textOf(refusal?.message), /^deleteNote refused: PERMISSION_DENIED/);
+    assert.equal(deletes, 0);
+    const refusedCall = refusal?.message.parts.find(
+      (p) => p.type === 'data' && p.mediaType === RESULT_MEDIA_TYPE,
+    );
+    assert.ok(refusedCall?.type === 'data');
+    const denied = await alice.agent.call(
+      governanceApi.auditChain,
+      { of: refusedCall.data.toolCall as string },
+      { timeout: 30_000 },
+    );
+    assert.equal(denied.hops[0]?.status, 'denied');
+    assert.equal(bridge.metrics.count('refused'), 0, 'a denied action is not a refused event');
   });
 });
 
