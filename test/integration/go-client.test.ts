@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { otelApi, streams } from '@parley/contracts';
+import { otelApi, registryApi, streams } from '@parley/contracts';
 import { loadTelemetryConfig } from '@parley/kit';
 import type { Agent } from '@parley/sdk';
 import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
@@ -135,9 +135,17 @@ describe('Go client', { skip: goMissing }, () => {
       () => `the Go send (${JSON.stringify(go.lines)})`,
       30_000,
     );
+    const presence = async () =>
+      (await ts.call(registryApi.presence, { participants: [goId] })).presence[goId];
+    await waitFor(async () => (await presence())?.state === 'online', 'the Go client online');
+    assert.equal((await presence())?.activity, 'parley-go');
     const traces: string[] = [];
     for (let i = 0; i < 20; i++) traces.push(await sendTraced(`message ${i}`));
     assert.equal(await go.exit, 0, JSON.stringify(go.lines));
+    await waitFor(
+      async () => (await presence())?.state === 'offline',
+      'the Go client offline after it exited',
+    );
     const received = go.lines.filter((l) => l.event === 'received');
     assert.deepEqual(
       received.map((l) => l.text),

@@ -175,6 +175,24 @@ func Connect(servers, credsPath string) (*Client, error) {
 // Close drains the connection.
 func (c *Client) Close() error { return c.NC.Drain() }
 
+// Presence publishes a heartbeat on parley.in.<id>.presence (schema PresenceHeartbeat): state is
+// online, busy, needs_input or offline; activity a short line. The registry turns a participant
+// offline by itself when heartbeats stop for its TTL, so a long-running client repeats it (the
+// TypeScript SDK does every 10 s).
+func (c *Client) Presence(state, activity string) error {
+	body, err := json.Marshal(struct {
+		State    string `json:"state"`
+		Activity string `json:"activity,omitempty"`
+	}{state, activity})
+	if err != nil {
+		return err
+	}
+	if err := c.NC.Publish("parley.in."+c.ID+".presence", body); err != nil {
+		return err
+	}
+	return c.NC.Flush()
+}
+
 // NewClientMsgID is a random id for a send (retries reuse it, so the message is stored once).
 func NewClientMsgID() string {
 	b := make([]byte, 16)

@@ -41,6 +41,11 @@ func main() {
 		os.Exit(1)
 	}
 	defer c.Close()
+	if err := c.Presence("online", "parley-go"); err != nil {
+		emit(map[string]interface{}{"event": "error", "stage": "presence", "message": err.Error()})
+		os.Exit(1)
+	}
+	defer c.Presence("offline", "")
 	emit(map[string]interface{}{"event": "connected", "id": c.ID})
 	if *send != "" {
 		r, err := c.Send(*room, []parley.Part{{Type: "text", Text: *send}}, parley.SendOptions{Traceparent: *traceparent})
