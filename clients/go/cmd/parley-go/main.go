@@ -46,6 +46,14 @@ func main() {
 		os.Exit(1)
 	}
 	defer c.Presence("offline", "")
+	// Heartbeats every 10 s: the registry turns a silent participant offline after its TTL (30 s).
+	beat := time.NewTicker(10 * time.Second)
+	defer beat.Stop()
+	go func() {
+		for range beat.C {
+			_ = c.Presence("online", "parley-go")
+		}
+	}()
 	emit(map[string]interface{}{"event": "connected", "id": c.ID})
 	if *send != "" {
 		r, err := c.Send(*room, []parley.Part{{Type: "text", Text: *send}}, parley.SendOptions{Traceparent: *traceparent})
