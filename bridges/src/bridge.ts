@@ -211,6 +211,15 @@ export class Bridge {
       const data = Object.fromEntries(Object.entries(rule.data).map(([k, t]) => [k, render(t, scope)]));
       parts.push({ type: 'data', data, ...(rule.mediaType ? { mediaType: rule.mediaType } : {}) });
     }
+    // A task per key: its id is remembered like a case room (the first event assigns it).
+    let task: { id: string; kind: 'task.assigned' | 'task.update' } | undefined;
+    if (rule.task) {
+      const key = `task:${render(rule.task.key, scope)}`;
+      const known = this.state.room(key);
+      const id = known ?? newId('task');
+      if (!known) await this.state.setRoom(key, id);
+      task = { id, kind: known ? 'task.update' : 'task.assigned' };
+    }
     const handle = this.agent.rooms.room(room);
     const provenance = {
       trust: 'external' as const,
@@ -225,6 +234,7 @@ export class Bridge {
         delegation: identity?.token ?? null,
         metadata: { 'source-id': ev.id.slice(0, 200), 'source-type': ev.type.slice(0, 200) },
         deadlineMs: 10_000,
+        ...(task ? { task: task.id, kind: task.kind } : {}),
       });
       // Each request goes as its own message: one message hands over one (exchanged) token.
       for (const [i, ask] of rule.ask.entries()) {
@@ -415,6 +425,8 @@ export class Bridge {
 
   async #act(d: Delivery, req: ActionRequest, rule: OutboundRule | undefined): Promise<void> {
     const room = this.agent.rooms.room(d.room);
+    // A request that is part of a task is answered in that task (`task.update`).
+    const task = d.message.task;
     const answer = (text: string, data?: unknown) =>
       room.send(
         [
@@ -427,6 +439,7 @@ export class Bridge {
           replyTo: d.message.id,
           clientMsgId: clientMsgIdOf(this.mapping.bridge, `reply:${d.message.id}:${req.action}`),
           delegation: null,
+          ...(task ? { task, kind: 'task.update' as const } : {}),
         },
       );
     const handler = rule ? this.#tools.get(rule.tool) : undefined;
@@ -457,7 +470,12 @@ export class Bridge {
             requestId: d.message.id,
             principal,
             progress: async (text) => {
-              await room.send(text, { replyTo: d.message.id, kind: 'status', delegation: null });
+              await room.send(text, {
+                replyTo: d.message.id,
+                kind: task ? 'task.update' : 'status',
+                delegation: null,
+                ...(task ? { task } : {}),
+              });
             },
           }),
         { onBehalfOf: token, id: toolCall, ...(rule.scope ? { action: rule.scope } : {}) },

@@ -46,6 +46,12 @@ export const InboundRule = z.object({
     .describe('true: the payload as a data part; an object: a data part of rendered templates; false: none.'),
   mediaType: z.string().max(100).optional().describe('Media type of the data part.'),
   mentions: z.array(ParticipantId).max(20).default([]),
+  task: z
+    .object({ key: z.string().min(1).describe('Template of the task key, e.g. "{{payload.run.run_id}}".') })
+    .optional()
+    .describe(
+      'Events of one key form a task: the first is sent as `task.assigned` (to the mentioned participants), later ones as `task.update`.',
+    ),
   /** Action requests sent with the message, as data parts the named agent's bridge acts on. */
   ask: z
     .array(

@@ -10,7 +10,7 @@ import { loadTelemetryConfig } from '@parley/kit';
 import { startParley, type TestParley, waitFor } from '@parley/test/harness';
 import { ACTION_MEDIA_TYPE, clientMsgIdOf, RESULT_MEDIA_TYPE } from '../src/bridge.js';
 import { loadMapping, MappingError, render } from '../src/mapping.js';
-import { createWorld, type Member, messagesOf, textOf } from './helpers.js';
+import { createWorld, historyOf, type Member, messagesOf, textOf } from './helpers.js';
 
 describe('mapping', () => {
   it('refuses a mapping with every problem named by its path', () => {
@@ -88,6 +88,12 @@ inbound:
       case: { key: "{{payload.account}}", title: "Case {{payload.account}}", members: [__ALICE__] }
     text: "Case event {{type}}"
     data: { account: "{{payload.account}}" }
+  - type: crm.deal.*
+    to: { room: __ROOM__ }
+    text: "Deal {{payload.deal}}: {{type}}"
+    data: false
+    mentions: [__ALICE__]
+    task: { key: "{{payload.deal}}" }
   - type: crm.task.*
     to: { agent: __ALICE__ }
     text: "Task {{payload.title}}"
@@ -221,6 +227,43 @@ ${extra}`;
       (await messagesOf(alice.agent, a.room as string)).map((m) => m.message.parts),
       [[{ type: 'text', text: 'Task call Acme' }], [{ type: 'text', text: 'Task call Acme' }]],
     );
+  });
+
+  it('turns the events of one key into a task: assigned first, updated after, and answers inside it', async () => {
+    const agent = await world.connect(bridgeCreds);
+    const bridge = await world.bridge(agent, fill(mapping()));
+    bridge.tool('crm.note.add', async () => ({ noteId: 'N-9' }));
+    await bridge.start();
+    const opened = await bridge.ingest({ id: 'd-1', type: 'crm.deal.opened', payload: { deal: 'D-1' } });
+    const won = await bridge.ingest({ id: 'd-2', type: 'crm.deal.won', payload: { deal: 'D-1' } });
+    const other = await bridge.ingest({ id: 'd-3', type: 'crm.deal.opened', payload: { deal: 'D-2' } });
+    const byId = async (id: string | undefined) =>
+      (await historyOf(alice.agent, room)).find((e) => e.message.id === id)?.message;
+    const [a, b, c] = [await byId(opened.message), await byId(won.message), await byId(other.message)];
+    assert.deepEqual([a?.kind, b?.kind, c?.kind], ['task.assigned', 'task.update', 'task.assigned']);
+    assert.ok(a?.task?.startsWith('task_'));
+    assert.equal(b?.task, a?.task);
+    assert.notEqual(c?.task, a?.task);
+    // A request inside the task is answered inside it.
+    const token = (await alice.agent.tokens.issue(bridgeId, ['tool:crm.note.add'])).token;
+    const ask = await alice.agent.rooms.room(room).send(
+      [
+        {
+          type: 'data',
+          data: { agent: bridgeId, action: 'addNote', args: {} },
+          mediaType: ACTION_MEDIA_TYPE,
+        },
+      ],
+      { delegation: token, mentions: [bridgeId], task: a?.task as string, kind: 'task.update' },
+    );
+    let answer: Awaited<ReturnType<typeof byId>>;
+    await waitFor(async () => {
+      answer = (await historyOf(alice.agent, room)).find((e) => e.message.replyTo === ask.id)?.message;
+      return answer !== undefined;
+    }, 'the answer');
+    assert.deepEqual([answer?.kind, answer?.task], ['task.update', a?.task]);
+    // Stop consuming: later tests start a bridge of the same participant.
+    await agent.close();
   });
 
   it('dead-letters a poison event with its source id and goes on with the next', async () => {
