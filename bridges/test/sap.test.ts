@@ -138,6 +138,29 @@ outbound:
     assert.equal(running.bridge.metrics.count('duplicate'), 1);
   });
 
+  it('stores each event of a batched push (application/cloudevents-batch+json)', async () => {
+    const before_ = (await fromSap()).length;
+    const batch = [
+      s4Event('sap.s4.beh.salesorder.v1.SalesOrder.Changed.v1', { SalesOrder: '5001' }),
+      s4Event('sap.s4.beh.salesorder.v1.SalesOrder.Changed.v1', { SalesOrder: '5002' }),
+    ];
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/cloudevents-batch+json',
+        authorization: `Bearer ${await sap.webhookToken()}`,
+      },
+      body: JSON.stringify(batch.map((e) => e.toJSON())),
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { accepted: 2 });
+    const texts = (await fromSap()).slice(before_).map((m) => textOf(m.message));
+    assert.deepEqual(texts, [
+      'Sales order 5001: sap.s4.beh.salesorder.v1.SalesOrder.Changed.v1',
+      'Sales order 5002: sap.s4.beh.salesorder.v1.SalesOrder.Changed.v1',
+    ]);
+  });
+
   it('refuses pushes without a valid token and malformed events (401/400, counted, never in the room); acknowledges unmapped types', async () => {
     const before_ = (await fromSap()).length;
     const ev = s4Event('sap.s4.beh.salesorder.v1.SalesOrder.Changed.v1', { SalesOrder: '9999' });
