@@ -18,8 +18,11 @@ case "$what" in
   init)
     exec node "$app/node_modules/@parley/init/dist/main.js" "$@"
     ;;
+  bridge)
+    exec node "$app/node_modules/@parley/bridge/dist/main.js" "$@"
+    ;;
   *)
-    echo "usage: <rooms | registry | governance | consent | mcp | init keys | init backbone>" >&2
+    echo "usage: <rooms | registry | governance | consent | mcp | bridge | init keys | init backbone>" >&2
     exit 64
     ;;
 esac

@@ -143,6 +143,36 @@ function ensureNatsServer() {
   );
 }
 
+/**
+ * The Go client's test (clients/go) builds with Debian's golang-go and nats.go in GOPATH mode: install
+ * both with apt-get where nats-server would be (Debian, root or password-less sudo). Elsewhere only a
+ * note: that one test then skips and says why.
+ */
+function ensureGoToolchain() {
+  const haveGo = Boolean(which('go', ['/usr/lib/go/bin', '/usr/local/go/bin']));
+  const haveNatsGo = existsSync('/usr/share/gocode/src/github.com/nats-io/nats.go');
+  if (haveGo && haveNatsGo) return;
+  const isDebian = existsSync('/etc/debian_version') && which('apt-get', NATS_DIRS);
+  const isRoot = process.getuid?.() === 0;
+  const sudo =
+    !isRoot && which('sudo') && spawnSync('sudo', ['-n', 'true']).status === 0 ? ['sudo', '-n'] : undefined;
+  if (!isDebian || !(isRoot || sudo)) {
+    say('go or nats.go missing and not installable here: the Go client test will skip');
+    return;
+  }
+  say("installing Debian's golang-go and golang-github-nats-io-go-nats-dev for the Go client test");
+  const pre = sudo ?? [];
+  const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const cmd = (args) =>
+    pre.length
+      ? run(pre[0], [...pre.slice(1), ...args], { env: aptEnv })
+      : run(args[0], args.slice(1), { env: aptEnv });
+  const pkgs = ['apt-get', 'install', '-y', '-q', 'golang-go', 'golang-github-nats-io-go-nats-dev'];
+  if (cmd(pkgs) !== 0 && (cmd(['apt-get', 'update', '-q']) !== 0 || cmd(pkgs) !== 0)) {
+    say('apt-get could not install the Go toolchain: the Go client test will skip');
+  }
+}
+
 /** Runs every step; returns the pnpm and nats-server paths. */
 export function bootstrap() {
   checkNode();
@@ -150,6 +180,7 @@ export function bootstrap() {
   installDependencies(pnpm);
   const natsServer = ensureNatsServer();
   say(`nats-server: ${natsServer} (${capture(natsServer, ['--version']) ?? 'unknown version'})`);
+  ensureGoToolchain();
   return { pnpm, natsServer };
 }
 

@@ -19,7 +19,7 @@ export const HEARTBEAT_INTERVAL_MS = 10_000;
 export class PresenceReporter {
   readonly #nc: NatsConnection;
   readonly #subject: string;
-  #state: Exclude<PresenceState, 'offline'> = 'online';
+  #state: PresenceState = 'online';
   #activity: string | undefined;
   #timer: NodeJS.Timeout | undefined;
   #intervalMs = HEARTBEAT_INTERVAL_MS;
@@ -31,7 +31,7 @@ export class PresenceReporter {
   }
 
   /** The state last set. */
-  get state(): Exclude<PresenceState, 'offline'> {
+  get state(): PresenceState {
     return this.#state;
   }
 
@@ -42,9 +42,11 @@ export class PresenceReporter {
 
   /**
    * Sets the state (`online`, `busy`, `needs_input` — which notifies the agent's owner) and a short
-   * activity line, e.g. `agent.presence.set('busy', 'reviewing PR 42')`; sent at once.
+   * activity line, e.g. `agent.presence.set('busy', 'reviewing PR 42')`; sent at once. `offline`
+   * while connected says the participant cannot work (a bridge whose source system is down), with
+   * the reason as the activity; heartbeats keep saying so until another state is set.
    */
-  async set(state: Exclude<PresenceState, 'offline'>, activity?: string): Promise<void> {
+  async set(state: PresenceState, activity?: string): Promise<void> {
     this.#state = state;
     this.#activity = activity;
     await this.#beat();

@@ -1,0 +1,90 @@
+/**
+ * A bridge's Prometheus metrics, next to the process metrics every Parley service exports. Labels
+ * come from closed sets (the bridge name from the mapping, outcomes, reasons below, action names
+ * from the mapping), so no source id or user id becomes a series.
+ */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** Names of the bridge metrics. */
+export const bridgeMetricNames = {
+  events: 'parley_bridge_events_total',
+  latency: 'parley_bridge_event_to_room_seconds',
+  sourceUp: 'parley_bridge_source_up',
+  actions: 'parley_bridge_actions_total',
+} as const;
+
+/** What happened to a source event. */
+export type EventOutcome = 'stored' | 'duplicate' | 'ignored' | 'refused' | 'dead_lettered';
+
+/** Why an event was refused or dead-lettered (a closed set). */
+export const refusalReasons = [
+  'malformed',
+  'unsigned',
+  'bad_signature',
+  'unauthenticated',
+  'unmapped_identity',
+  'too_large',
+  'render_failed',
+  'rejected_by_parley',
+] as const;
+export type RefusalReason = (typeof refusalReasons)[number];
+
+/** The metrics of one bridge. */
+export interface BridgeMetrics {
+  event(outcome: EventOutcome, reason?: RefusalReason | 'none'): void;
+  /** Source event time → stored in its room. */
+  observeLatency(seconds: number): void;
+  sourceUp(up: boolean): void;
+  action(action: string, outcome: 'ok' | 'error' | 'denied'): void;
+  /** Counted events by outcome (for tests and the health line). */
+  count(outcome: EventOutcome, reason?: RefusalReason): number;
+}
+
+/** Registers the bridge metrics on `registry`. */
+export function createBridgeMetrics(registry: Registry, bridge: string): BridgeMetrics {
+  const registers = [registry];
+  const events = new Counter({
+    name: bridgeMetricNames.events,
+    help: 'Source events by outcome (stored, duplicate, ignored, refused, dead_lettered) and reason.',
+    labelNames: ['bridge', 'outcome', 'reason'] as const,
+    registers,
+  });
+  const latency = new Histogram({
+    name: bridgeMetricNames.latency,
+    help: 'From the source event time (or its arrival) to the room log storing it.',
+    labelNames: ['bridge'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers,
+  });
+  const up = new Gauge({
+    name: bridgeMetricNames.sourceUp,
+    help: '1 while the bridge reaches its source system, 0 during an outage.',
+    labelNames: ['bridge'] as const,
+    registers,
+  });
+  const actions = new Counter({
+    name: bridgeMetricNames.actions,
+    help: 'Outbound actions (tool calls on the source system) by action and outcome.',
+    labelNames: ['bridge', 'action', 'outcome'] as const,
+    registers,
+  });
+  const counts = new Map<string, number>();
+  return {
+    event(outcome, reason = 'none') {
+      events.inc({ bridge, outcome, reason });
+      for (const k of [outcome, `${outcome}:${reason}`]) counts.set(k, (counts.get(k) ?? 0) + 1);
+    },
+    observeLatency(seconds) {
+      latency.observe({ bridge }, seconds);
+    },
+    sourceUp(isUp) {
+      up.set({ bridge }, isUp ? 1 : 0);
+    },
+    action(action, outcome) {
+      actions.inc({ bridge, action, outcome });
+    },
+    count(outcome, reason) {
+      return counts.get(reason ? `${outcome}:${reason}` : outcome) ?? 0;
+    },
+  };
+}

@@ -1,0 +1,259 @@
+/**
+ * The Salesforce bridge: subscribes to Platform Event and Change Data Capture topics over the
+ * Pub/Sub API (gRPC bidi `Subscribe`, pull-based: `num_requested` says how many more events it
+ * takes, asked again once half were stored), decodes the Avro payloads with the schema from
+ * `GetSchema`, turns CDC bitmaps into field names, stores each event through the kit, and keeps
+ * the replay id of the last stored event per topic as its cursor. A restart resumes with
+ * `replay_preset: CUSTOM` from that id (the event at the id itself is not sent again).
+ *
+ * Outbound, the `publish` action publishes a Platform Event (`Publish`, the payload Avro-encoded in
+ * the topic's schema) as a tool call on the asker's behalf.
+ *
+ * Event types for the mapping: the topic for platform events (`/event/Credit_Hold__e`) and
+ * `<topic>:<changeType>` for change events (`/data/AccountChangeEvent:UPDATE`), so a rule can take
+ * every change (`/data/AccountChangeEvent*`) or one kind.
+ */
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import type { Bridge, SourceEvent } from '../bridge.js';
+import { RetryLater } from '../bridge.js';
+import { type AvroType, decodeEvent, parseSchema } from './avro.js';
+import type { SalesforceAuth } from './oauth.js';
+import { eventbus, type FetchResponse, type PubSubClient, type ReplayPreset } from './proto.js';
+
+/** Options of {@link SalesforceSource}. */
+export interface SalesforceSourceOptions {
+  bridge: Bridge;
+  auth: SalesforceAuth;
+  /** `host:port` of the Pub/Sub API. @default api.pubsub.salesforce.com:7443 */
+  endpoint?: string;
+  /** Plaintext gRPC (local test servers only). @default false: TLS */
+  insecure?: boolean;
+  topics: string[];
+  /** Where a topic without a cursor starts. @default LATEST */
+  startAt?: Exclude<ReplayPreset, 'CUSTOM'>;
+  /** Events requested at a time (flow control). @default 100 */
+  batch?: number;
+  /** Longest backoff after an outage, in ms. @default 30000 */
+  maxBackoffMs?: number;
+}
+
+type Cursors = Record<string, string>;
+
+/** A running subscription set. */
+export class SalesforceSource {
+  readonly #o: SalesforceSourceOptions;
+  readonly #client: PubSubClient;
+  readonly #schemas = new Map<string, Promise<AvroType>>();
+  readonly #topicSchemas = new Map<string, Promise<string>>();
+  readonly #abort = new AbortController();
+  readonly #calls = new Set<grpc.ClientDuplexStream<unknown, unknown>>();
+  #loops: Promise<void>[] = [];
+  /** The replay id (base64) of the last event stored, per topic. */
+  #latest: Cursors = {};
+
+  constructor(o: SalesforceSourceOptions) {
+    this.#o = o;
+    const { PubSub } = eventbus();
+    this.#client = new PubSub(
+      o.endpoint ?? 'api.pubsub.salesforce.com:7443',
+      o.insecure ? grpc.credentials.createInsecure() : grpc.credentials.createSsl(),
+    ) as unknown as PubSubClient;
+  }
+
+  /** Starts one subscription per topic, each retrying on its own. */
+  start(): void {
+    const c = this.#o.bridge.state.cursor;
+    this.#latest = c ? (JSON.parse(c) as Cursors) : {};
+    this.#loops = this.#o.topics.map((t) => this.#run(t));
+  }
+
+  /** Cancels the streams and waits for the loops to end. */
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    for (const c of this.#calls) c.cancel();
+    await Promise.allSettled(this.#loops);
+    this.#client.close();
+  }
+
+  async #run(topic: string): Promise<void> {
+    const maxBackoff = this.#o.maxBackoffMs ?? 30_000;
+    let failures = 0;
+    while (!this.#abort.signal.aborted) {
+      const got = { any: false };
+      try {
+        await this.#subscribeOnce(topic, got);
+      } catch (err) {
+        if (this.#abort.signal.aborted) return;
+        if (got.any) failures = 0;
+        failures++;
+        const e = err as grpc.ServiceError;
+        if (e.code === grpc.status.UNAUTHENTICATED) this.#o.auth.invalidate();
+        if (!(err instanceof RetryLater)) {
+          await this.#o.bridge.sourceDown(
+            e.code !== undefined
+              ? `${grpc.status[e.code]} ${e.details ?? ''}`.trim()
+              : (e.message ?? String(err)),
+          );
+        }
+        const delay = Math.min(maxBackoff, 100 * 2 ** Math.min(failures, 12));
+        await sleep(delay / 2 + Math.random() * (delay / 2), this.#abort.signal);
+      }
+    }
+  }
+
+  async #subscribeOnce(topic: string, got: { any: boolean }): Promise<void> {
+    const bridge = this.#o.bridge;
+    const batch = this.#o.batch ?? 100;
+    const md = await this.#o.auth.metadata();
+    const call = this.#client.Subscribe(md);
+    this.#calls.add(call as grpc.ClientDuplexStream<unknown, unknown>);
+    try {
+      const cursor = this.#latest[topic];
+      call.write({
+        topic_name: topic,
+        replay_preset: cursor ? 'CUSTOM' : (this.#o.startAt ?? 'LATEST'),
+        ...(cursor ? { replay_id: Buffer.from(cursor, 'base64') } : {}),
+        num_requested: batch,
+      });
+      let pending = batch;
+      for await (const res of call as AsyncIterable<FetchResponse>) {
+        if (!got.any) {
+          got.any = true;
+          await bridge.sourceUp(`subscribed to ${topic}`);
+        }
+        if (res.events.length === 0) continue; // a keepalive
+        const items: { event?: SourceEvent | undefined; cursor: () => string }[] = [];
+        for (const ce of res.events) {
+          const replayId = ce.replay_id.toString('base64');
+          // Asked when the batch persists: the topic moves to this id, the other topics stay current.
+          const cursor = () => {
+            this.#latest[topic] = replayId;
+            return JSON.stringify(this.#latest);
+          };
+          items.push({ event: await this.#toSourceEvent(topic, ce.event), cursor });
+        }
+        await bridge.ingestBatch(items);
+        pending -= res.events.length;
+        if (pending <= batch / 2) {
+          call.write({ topic_name: topic, num_requested: batch - pending });
+          pending = batch;
+        }
+      }
+      throw new Error('the subscription stream ended');
+    } finally {
+      this.#calls.delete(call as grpc.ClientDuplexStream<unknown, unknown>);
+      call.cancel();
+    }
+  }
+
+  async #toSourceEvent(
+    topic: string,
+    ev: { id: string; schema_id: string; payload: Buffer; headers: { key: string; value: Buffer }[] },
+  ): Promise<SourceEvent | undefined> {
+    const bridge = this.#o.bridge;
+    let payload: Record<string, unknown>;
+    try {
+      payload = decodeEvent(await this.#schema(ev.schema_id), ev.payload);
+    } catch (err) {
+      bridge.refuse('malformed', {
+        sourceId: ev.id,
+        type: topic,
+        message: `payload is not Avro of schema ${ev.schema_id}: ${(err as Error).message}`,
+      });
+      return undefined;
+    }
+    const header = payload.ChangeEventHeader as
+      | { changeType?: string; commitUser?: string; commitTimestamp?: number }
+      | undefined;
+    const traceparent = ev.headers.find((h) => h.key.toLowerCase() === 'traceparent')?.value.toString('utf8');
+    const tracestate = ev.headers.find((h) => h.key.toLowerCase() === 'tracestate')?.value.toString('utf8');
+    const valid = traceparent && /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/.test(traceparent);
+    return {
+      id: ev.id,
+      type: header?.changeType ? `${topic}:${header.changeType}` : topic,
+      user: header?.commitUser ?? (payload.CreatedById as string | undefined),
+      timeMs: header?.commitTimestamp ?? (payload.CreatedDate as number | undefined),
+      payload,
+      ...(valid ? { trace: { traceparent, ...(tracestate ? { tracestate } : {}) } } : {}),
+    };
+  }
+
+  #schema(id: string): Promise<AvroType> {
+    let s = this.#schemas.get(id);
+    if (!s) {
+      s = this.#unary<{ schema_json: string }>('GetSchema', { schema_id: id }).then((r) =>
+        parseSchema(r.schema_json),
+      );
+      s.catch(() => this.#schemas.delete(id));
+      this.#schemas.set(id, s);
+    }
+    return s;
+  }
+
+  async #unary<T>(method: 'GetSchema' | 'GetTopic' | 'Publish', req: unknown): Promise<T> {
+    const md = await this.#o.auth.metadata();
+    return new Promise<T>((resolve, reject) => {
+      (
+        this.#client[method] as (
+          r: unknown,
+          m: grpc.Metadata,
+          cb: (e: grpc.ServiceError | null, r?: T) => void,
+        ) => void
+      ).call(this.#client, req, md, (err, res) => (err ? reject(err) : resolve(res as T)));
+    });
+  }
+
+  /**
+   * Publishes one event on `topic` (a Platform Event): fields missing from `fields` are null where
+   * the schema allows it; `CreatedDate` defaults to now and `CreatedById` to `createdById`.
+   */
+  async publish(
+    topic: string,
+    fields: Record<string, unknown>,
+    createdById = '005000000000000AAA',
+  ): Promise<{ replayId: string; eventId: string }> {
+    let schemaId = this.#topicSchemas.get(topic);
+    if (!schemaId) {
+      schemaId = this.#unary<{ schema_id: string; can_publish: boolean }>('GetTopic', {
+        topic_name: topic,
+      }).then((t) => {
+        if (!t.can_publish) throw new Error(`topic ${topic} does not allow publishing`);
+        return t.schema_id;
+      });
+      schemaId.catch(() => this.#topicSchemas.delete(topic));
+      this.#topicSchemas.set(topic, schemaId);
+    }
+    const sid = await schemaId;
+    const type = await this.#schema(sid);
+    const record: Record<string, unknown> = {};
+    for (const f of (type as unknown as { fields: { name: string }[] }).fields) {
+      record[f.name] =
+        fields[f.name] ??
+        (f.name === 'CreatedDate' ? Date.now() : f.name === 'CreatedById' ? createdById : null);
+    }
+    const eventId = randomUUID();
+    const res = await this.#unary<{ results: { replay_id: Buffer; error?: { msg: string } | null }[] }>(
+      'Publish',
+      {
+        topic_name: topic,
+        events: [{ id: eventId, schema_id: sid, payload: type.toBuffer(record), headers: [] }],
+      },
+    );
+    const r = res.results[0];
+    if (!r || r.error) throw new Error(`publish refused: ${r?.error?.msg ?? 'no result'}`);
+    return { replayId: r.replay_id.toString('base64'), eventId };
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
