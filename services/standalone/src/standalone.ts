@@ -34,12 +34,32 @@ import {
 import { createMcpService, registerMcpHttp } from '@parley/mcp';
 import { createRegistryService } from '@parley/registry';
 import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
-import { type Home, openHome } from './home.js';
+import { type Home, homePaths, openHome } from './home.js';
 import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from './nats-server.js';
+import { HomeInUseError, reclaimHome, removeRun, writeRun } from './run-file.js';
 
 /** A problem the person starting Parley can fix; printed without a stack trace. */
 export class StartupError extends Error {
   override name = 'StartupError';
+}
+
+/** {@link Standalone.stop} ran out of time: `pending` names what did not stop by the deadline. */
+export class StopTimeoutError extends Error {
+  override name = 'StopTimeoutError';
+  constructor(
+    readonly pending: string[],
+    readonly deadlineMs: number,
+  ) {
+    super(
+      `did not stop within ${(deadlineMs / 1000).toFixed(0)} s: ${pending.join(', ')} (nats-server was stopped regardless)`,
+    );
+  }
+}
+
+/** Options of {@link Standalone.stop}. */
+export interface StopOptions {
+  /** The whole stop's deadline; past it, what is left is abandoned and nats-server killed. @default 15000 */
+  deadlineMs?: number;
 }
 
 /** Options of {@link startStandalone}. */
@@ -97,14 +117,31 @@ export interface Standalone {
    * Services reconnect by themselves.
    */
   restartNats(options?: { kill?: boolean }): Promise<void>;
-  /** Stops services, drains connections, stops nats-server, flushes telemetry. */
-  stop(): Promise<void>;
+  /**
+   * A sentence saying what this start cleaned up from an earlier run that crashed (a nats-server it
+   * left behind), if anything.
+   */
+  reclaimed: string | undefined;
+  /**
+   * Stops services, drains connections, stops nats-server, flushes telemetry, removes run.json.
+   * Bounded by `deadlineMs`: past it, rejects with {@link StopTimeoutError} naming what did not stop,
+   * after killing nats-server. Calling it again returns the same stop.
+   */
+  stop(options?: StopOptions): Promise<void>;
 }
 
 /** Starts the local backbone. */
 export async function startStandalone(o: StandaloneOptions): Promise<Standalone> {
   const host = o.host ?? '127.0.0.1';
   const log = o.log;
+  // Before the ports are checked: a nats-server a crashed run left behind holds one of them.
+  let reclaimed: string | undefined;
+  try {
+    reclaimed = o.natsServers ? undefined : await reclaimHome(homePaths(o.home), log);
+  } catch (err) {
+    if (err instanceof HomeInUseError) throw new StartupError(err.message);
+    throw err;
+  }
   for (const [port, flag] of [
     [o.natsPort, '--nats-port'],
     [o.httpPort, '--http-port'],
@@ -144,6 +181,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       host,
       port: o.natsPort,
       storeDir: paths.jetstream,
+      pidFile: paths.natsPid,
       operator: {
         operatorJwtPath: paths.operatorJwt,
         systemAccount: pub.systemAccount,
@@ -162,14 +200,79 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   let telemetry: Telemetry | undefined;
   let jsm: JetStreamManager | undefined;
 
-  const stop = async () => {
+  const startedAt = new Date().toISOString();
+  const runInfo = () => ({
+    pid: process.pid,
+    ...(nats?.pid ? { natsPid: nats.pid } : {}),
+    natsUrl,
+    httpUrl: `http://${host}:${o.httpPort}`,
+    home: paths.home,
+    startedAt,
+  });
+  // A Node process that dies (an uncaught error) takes its nats-server child with it.
+  const onExit = () => {
+    if (nats?.running && nats.pid) {
+      try {
+        process.kill(nats.pid, 'SIGTERM');
+      } catch {}
+    }
+  };
+  process.on('exit', onExit);
+
+  let stopping: Promise<void> | undefined;
+  const stop = (options: StopOptions = {}): Promise<void> => {
+    stopping ??= stopAll(options.deadlineMs ?? 15_000);
+    return stopping;
+  };
+  const stopAll = async (deadlineMs: number) => {
+    const deadline = Date.now() + deadlineMs;
+    const pending: string[] = [];
+    /**
+     * Runs one step within what is left of the deadline, and at most `boundMs`: a step still running
+     * then is abandoned (named in the error) so that one stuck part does not hold up the others.
+     */
+    const step = async (name: string, fn: () => Promise<unknown>, boundMs = 5000) => {
+      const left = Math.min(boundMs, deadline - Date.now());
+      if (left <= 0) {
+        pending.push(name);
+        return;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const done = await Promise.race([
+        Promise.resolve()
+          .then(fn)
+          .then(
+            () => true,
+            (err: unknown) => {
+              log.warn({ err }, `${name}: stop failed`);
+              return true;
+            },
+          ),
+        new Promise<boolean>((r) => {
+          timer = setTimeout(() => r(false), left);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (!done) pending.push(name);
+    };
+    // With nats-server gone (it crashed, or was killed) every drain and flush would wait for a
+    // reconnect that never comes: the connections are closed first, so the services' own
+    // unsubscribes fail at once instead of hanging.
+    const natsGone = nats !== undefined && !nats.running;
+    if (natsGone) await Promise.allSettled(connections.map((nc) => nc.close()));
     // HTTP first: MCP sessions on it still need their connection to give back what they held.
-    await http?.close();
-    for (const s of [...services].reverse())
-      await s.stop().catch((err) => log.warn({ err }, 'service stop failed'));
-    await Promise.allSettled(connections.map((nc) => nc.drain()));
-    await nats?.stop();
-    await telemetry?.shutdown();
+    if (http) await step('the HTTP server', () => (http as NonNullable<typeof http>).close());
+    for (const s of [...services].reverse()) await step(`the ${s.name} service`, () => s.stop());
+    await step('the NATS connections', () =>
+      Promise.allSettled(connections.map((nc) => (pending.length ? nc.close() : nc.drain()))),
+    );
+    if (pending.length) await Promise.allSettled(connections.map((nc) => nc.close()));
+    // nats-server is never left behind: past the deadline it gets a short grace, then SIGKILL.
+    await nats?.stop(Math.max(1000, Math.min(10_000, deadline - Date.now())));
+    if (telemetry) await step('telemetry', () => (telemetry as Telemetry).shutdown(), 3000);
+    process.off('exit', onExit);
+    await removeRun(paths).catch(() => undefined);
+    if (pending.length) throw new StopTimeoutError(pending, deadlineMs);
   };
 
   try {
@@ -178,6 +281,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         config: o.telemetry,
         serviceName: 'parley-standalone',
         log,
+        // Without a collector, messages still get trace ids: `parley trace` works on a default start.
+        traceIdsWithoutExport: true,
         ...(o.telemetryBatch ? { batch: o.telemetryBatch } : {}),
       });
     }
@@ -272,8 +377,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       ...(o.mcpAllowedHosts ? { allowedHosts: o.mcpAllowedHosts } : {}),
     });
     await http.listen({ host, port: o.httpPort });
+    await writeRun(paths, runInfo());
   } catch (err) {
-    await stop();
+    await stop().catch((e: unknown) => log.warn({ err: e }, 'stop after a failed start'));
     throw err;
   }
   if (!jsm) throw new Error('unreachable: backbone not set up');
@@ -288,11 +394,13 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     metrics,
     telemetry,
     jsm,
+    reclaimed,
     async restartNats({ kill = false } = {}) {
       if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
       if (kill) await nats.kill9();
       else await nats.stop();
       nats = await startNatsServer(natsOptions);
+      await writeRun(paths, runInfo());
     },
     stop,
   };

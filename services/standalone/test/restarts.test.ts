@@ -1,0 +1,155 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { silentLogger } from '@parley/kit';
+import { connect, readLocalRun } from '@parley/sdk';
+import { runCli } from '@parley/sdk/cli';
+import { freePort, startStandalone } from '@parley/standalone';
+import { startBackboneProcess } from '@parley/test/harness';
+
+const dirs: string[] = [];
+after(async () => {
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+});
+async function tempDir(prefix: string) {
+  const d = await mkdtemp(join(tmpdir(), prefix));
+  dirs.push(d);
+  return d;
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Runs the CLI the way a person in a second terminal does: PARLEY_HOME set, no --server. */
+async function cli(env: Record<string, string>, ...argv: string[]) {
+  const lines: string[] = [];
+  const code = await runCli(
+    argv,
+    { out: (l) => lines.push(l), err: (l) => lines.push(l) },
+    {
+      ...process.env,
+      ...env,
+    },
+  );
+  return { code, text: lines.join('\n') };
+}
+
+describe('npm start across restarts', () => {
+  it('survives what the CLI did in between, cleans up after a crash, and a second signal forces the stop', async () => {
+    const home = await tempDir('parley-home-');
+    const elsewhere = await tempDir('parley-user-');
+    const args = [
+      '--home',
+      home,
+      '--nats-port',
+      String(await freePort()),
+      '--http-port',
+      String(await freePort()),
+    ];
+    const env = { PARLEY_HOME: home, HOME: elsewhere, CODEX_HOME: join(elsewhere, 'codex') };
+
+    const first = startBackboneProcess(args);
+    try {
+      await first.waitForOutput('Try, in another terminal:');
+      // The banner tells a CLI in another terminal how to find a home that is not ./.parley.
+      assert.match(first.output(), new RegExp(`export PARLEY_HOME=${home}`));
+      const demo = JSON.parse(await readFile(join(home, 'demo.json'), 'utf8')) as Record<string, string>;
+      // The CLI finds the backbone through PARLEY_HOME and run.json alone (no --server).
+      const me = await cli(env, 'whoami');
+      assert.equal(me.code, 0, me.text);
+      // What a person may do to the demo's agents: the README's old `connect codex --name reviewer`
+      // rotated the reviewer's creds; suspend the planner; revoke the auditor for good.
+      const codex = await cli(env, 'connect', 'codex', '--name', 'reviewer');
+      assert.equal(codex.code, 0, codex.text);
+      assert.match(codex.text, /issued new creds for agt_/);
+      assert.equal((await cli(env, 'agent', 'suspend', demo.planner as string, '--reason', 'test')).code, 0);
+      assert.equal((await cli(env, 'agent', 'revoke', demo.auditor as string)).code, 0);
+      // connect() without arguments is the local admin of PARLEY_HOME's backbone too.
+      process.env.PARLEY_HOME = home;
+      try {
+        const admin = await connect({ presence: false });
+        assert.equal((await admin.whoami()).kind, 'human');
+        await admin.close();
+      } finally {
+        delete process.env.PARLEY_HOME;
+      }
+      first.signal('SIGTERM');
+      assert.equal(await first.exited, 0, first.output());
+    } finally {
+      first.signal('SIGKILL');
+    }
+    assert.equal(readLocalRun(home), undefined, 'a clean stop removes run.json');
+
+    const second = startBackboneProcess(args);
+    let orphan: number;
+    try {
+      await second.waitForOutput('Try, in another terminal:');
+      const out = second.output();
+      assert.doesNotMatch(out, /did not run|failed/);
+      // Each thing done to the demo's agents is repaired, and said so.
+      assert.match(out, /demo {2}resumed the planner \(agt_\w+\): it was suspended/);
+      assert.match(out, /demo {2}the reviewer's creds no longer worked/);
+      assert.match(out, /demo {2}the auditor \(agt_\w+\) was revoked: a new auditor takes its place/);
+      assert.match(out, /demo {2}planner → room: Thanks/);
+      assert.match(out, /demo {2}auditor → room: /);
+      const run = readLocalRun(home);
+      assert.ok(run?.natsPid);
+      assert.equal((await fetch(`${run.httpUrl}/healthz`)).status, 200);
+      orphan = run.natsPid;
+      // A crash: the Node process dies at once, its nats-server child stays behind.
+      second.signal('SIGKILL');
+      await second.exited;
+      assert.ok(alive(orphan), 'nats-server outlives a SIGKILLed parent');
+    } finally {
+      second.signal('SIGKILL');
+    }
+
+    const third = startBackboneProcess([...args, '--no-demo']);
+    try {
+      await third.waitForOutput('Try, in another terminal:');
+      assert.match(third.output(), new RegExp(`stopped nats-server \\(pid ${orphan}\\) that an earlier run`));
+      assert.equal(alive(orphan), false);
+      const run = readLocalRun(home);
+      assert.ok(run?.natsPid);
+      assert.equal((await fetch(`${run.httpUrl}/healthz`)).status, 200);
+      // A second start of the same home while it runs is refused, naming the running one.
+      const twin = startBackboneProcess(args);
+      assert.equal(await twin.exited, 1);
+      assert.match(twin.output(), new RegExp(`Parley already runs from ${home} \\(pid ${third.pid}`));
+      // Two signals: the second does not wait for the orderly stop.
+      third.signal('SIGINT');
+      third.signal('SIGTERM');
+      assert.equal(await third.exited, 1);
+      assert.match(third.output(), /SIGTERM again: not waiting any longer/);
+      assert.equal(alive(run.natsPid), false, 'nats-server is killed by the forced stop');
+    } finally {
+      third.signal('SIGKILL');
+    }
+  });
+});
+
+describe('stopping the backbone', () => {
+  it('finishes when nats-server died first, and leaves no process behind', async () => {
+    const home = await tempDir('parley-home-');
+    const parley = await startStandalone({
+      home,
+      natsPort: await freePort(),
+      httpPort: await freePort(),
+      log: silentLogger(),
+    });
+    const pid = parley.nats?.pid as number;
+    await parley.nats?.kill9();
+    // Resolves (a StopTimeoutError would reject): nothing waits for a server that is gone.
+    await parley.stop({ deadlineMs: 10_000 });
+    assert.equal(alive(pid), false);
+    assert.equal(readLocalRun(home), undefined);
+  });
+});
