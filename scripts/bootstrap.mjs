@@ -117,18 +117,18 @@ function ensurePnpm() {
 const STAMP = join(root, 'node_modules', '.parley-install-stamp');
 
 /** The workspace's package directories (pnpm-workspace.yaml's patterns: a dir, or dir/*). */
-function workspaceDirs() {
-  const text = readFileSync(join(root, 'pnpm-workspace.yaml'), 'utf8');
+function workspaceDirs(dir) {
+  const text = readFileSync(join(dir, 'pnpm-workspace.yaml'), 'utf8');
   const block = text.split(/^packages:\s*$/m)[1]?.split(/^\S/m)[0] ?? '';
   const dirs = [];
   for (const m of block.matchAll(/^\s*-\s*['"]?([^'"\s]+)['"]?\s*$/gm)) {
     const pattern = m[1];
     if (pattern.endsWith('/*')) {
-      const base = join(root, pattern.slice(0, -2));
+      const base = join(dir, pattern.slice(0, -2));
       if (!existsSync(base)) continue;
       for (const e of readdirSync(base, { withFileTypes: true }))
         if (e.isDirectory() && existsSync(join(base, e.name, 'package.json'))) dirs.push(join(base, e.name));
-    } else if (existsSync(join(root, pattern, 'package.json'))) dirs.push(join(root, pattern));
+    } else if (existsSync(join(dir, pattern, 'package.json'))) dirs.push(join(dir, pattern));
   }
   return dirs;
 }
@@ -138,16 +138,16 @@ function workspaceDirs() {
  * the state pnpm left in node_modules (its .modules.yaml, rewritten by every install or add).
  * Undefined when node_modules is missing anywhere.
  */
-function installState(pnpmVersion) {
-  const modules = join(root, 'node_modules', '.modules.yaml');
+export function installState(dir, pnpmVersion) {
+  const modules = join(dir, 'node_modules', '.modules.yaml');
   if (!existsSync(modules)) return undefined;
-  const dirs = workspaceDirs();
+  const dirs = workspaceDirs(dir);
   if (dirs.some((d) => !existsSync(join(d, 'node_modules')))) return undefined;
   const hash = createHash('sha256');
   hash.update(`${pnpmVersion} ${process.version}\n`);
   for (const f of [
-    join(root, 'pnpm-lock.yaml'),
-    join(root, 'package.json'),
+    join(dir, 'pnpm-lock.yaml'),
+    join(dir, 'package.json'),
     ...dirs.map((d) => join(d, 'package.json')),
   ]) {
     hash.update(`${f}\n`);
@@ -160,7 +160,7 @@ function installState(pnpmVersion) {
 function installDependencies(pnpm) {
   // ensurePnpm checked that this is the pinned version.
   const version = pinnedPnpm();
-  const before = installState(version);
+  const before = installState(root, version);
   if (before !== undefined && existsSync(STAMP) && readFileSync(STAMP, 'utf8').trim() === before) {
     say(
       'dependencies unchanged since the last install (pnpm-lock.yaml, package.json, node_modules): pnpm install skipped',
@@ -174,7 +174,7 @@ function installDependencies(pnpm) {
     // Run it again where the person can see why it failed.
     if (run(pnpm, args, { env }) !== 0) throw new BootstrapError('pnpm install failed (see above)');
   }
-  const after = installState(version);
+  const after = installState(root, version);
   if (after !== undefined) writeFileSync(STAMP, `${after}\n`);
 }
 

@@ -220,6 +220,11 @@ describe('parley CLI: refusals that say what to do, and the commands the tour ne
     assert.match(none.err, /^INVALID_ARGUMENT: a budget needs a limit: give --tokens-per-day/);
     assert.equal((await run(['budget', 'set', '--agent', a.id, '--tokens-per-day', '1000'])).code, 0);
 
+    // --help says what the CLI reads from the environment.
+    const help: string[] = [];
+    assert.equal(await runCli(['--help'], { out: (l) => help.push(l), err: (l) => help.push(l) }), 0);
+    assert.match(help.join('\n'), /Environment:\n {2}PARLEY_HOME .*\n {2}NATS_URL .*run\.json/);
+
     const people = await run(['user', 'list']);
     assert.equal(people.code, 0, people.err);
     assert.match(people.out, /^ID\s+NAME\s+ROLE/);
