@@ -64,7 +64,7 @@ export class HomeInUseError extends Error {
     readonly run: LocalRun,
   ) {
     super(
-      `Parley already runs from ${home} (pid ${run.pid}, ${run.natsUrl}, since ${run.startedAt}): use it, stop it first (Ctrl-C in its terminal, or kill ${run.pid}), or start another with --home <dir>`,
+      `Parley already runs from ${home} (pid ${run.pid}, ${run.natsUrl}, since ${run.startedAt}): use it, stop it first (Ctrl-C in its terminal, or kill ${run.pid}), or start another with --home <dir>. If pid ${run.pid} is not Parley, delete ${runFile(home)}`,
     );
   }
 }

@@ -221,7 +221,16 @@ describe('the README tour', () => {
 
     first.signal('SIGINT');
     assert.equal(await first.exited, 0, first.output());
-    await start();
+    const second = await start();
+    // The banner's own suggestions work as printed (after the restart: the first start's demo
+    // conversation was the tour's `tail`, this one's is theirs).
+    const tryLines = (second.output().split('Try, in another terminal:\n')[1] ?? '').split('\n\n')[0] ?? '';
+    const suggested = tryLines
+      .split('\n')
+      .map((l) => withoutComment(l.trim()))
+      .filter((l) => l.startsWith('npx parley ') || l.startsWith('curl '));
+    assert.ok(suggested.length >= 5, tryLines);
+    for (const line of suggested) await runOne({ line });
     // After the restart: the CLI, and each connected session's creds, work as before.
     assert.match((await runOne({ line: 'npx parley whoami' })) ?? '', /^usr_\w+ {2}human {2}admin/);
     const mcp = JSON.parse(await readFile(join(work, '.mcp.json'), 'utf8')) as {
