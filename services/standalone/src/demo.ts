@@ -217,6 +217,17 @@ export async function startDemo(o: {
   const planner: Agent = await as('planner');
   const reviewer: Agent = await as('reviewer');
   const auditor: Agent = await as('auditor');
+  // A block between the two since the last start (`parley contact block`) would stop the consent
+  // step: lifted, and said so.
+  for (const [side, name, other, otherName] of [
+    [reviewer, 'reviewer', ids.auditor, 'auditor'],
+    [auditor, 'auditor', ids.reviewer, 'reviewer'],
+  ] as const) {
+    if ((await side.contacts.list()).blocked.some((b) => b.participant === other)) {
+      await side.contacts.unblock(other);
+      o.out(`demo  the ${name} had blocked the ${otherName}: unblocked for the demo`);
+    }
+  }
   let reviewed!: () => void;
   const conversation = new Promise<void>((r) => {
     reviewed = r;

@@ -129,7 +129,11 @@ if (opts.demo) {
       out,
       ...(telemetry?.mode === 'export' ? { tracer: (agent: string) => telemetry.tracer(agent) } : {}),
     });
-    await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
+    const done = await Promise.race([
+      demo.finished.then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), 10_000).unref()),
+    ]);
+    if (!done) out('demo  is still running after 10 s (its lines follow as they come)');
   } catch (err) {
     out(
       `demo  did not run: ${isParleyError(err) ? `${err.code}: ${err.message}` : (err as Error).message} (Parley itself runs; --no-demo skips the demo)`,

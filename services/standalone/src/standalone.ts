@@ -5,9 +5,10 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type ConsentConfig, defaultConfig as consentDefaults, createConsentService } from '@parley/consent';
-import { type BackboneOptions, serviceId } from '@parley/contracts';
+import { type BackboneOptions, buckets, serviceId } from '@parley/contracts';
 import {
   accountSigner,
   createGovernanceService,
@@ -314,6 +315,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const setup = await connectAs('standalone');
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
     jsm = await jetstreamManager(setup);
+    await releaseStaleLeases(setup, log);
     // The local admin takes part like anyone else: it needs an inbox.
     await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
     log.debug({ report }, 'backbone ready');
@@ -341,7 +343,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       log,
       ...observe('rooms'),
       config: roomsDefaults({
-        PARLEY_REPLICA_ID: 'standalone',
+        PARLEY_REPLICA_ID: REPLICA_ID,
         ...(o.backbone?.partitions ? { PARLEY_PARTITIONS: o.backbone.partitions } : {}),
         ...(o.backbone?.leaseTtlMs ? { PARLEY_LEASE_TTL_MS: o.backbone.leaseTtlMs } : {}),
         ...o.rooms,
@@ -404,6 +406,30 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     },
     stop,
   };
+}
+
+/** The rooms replica id of the standalone process. */
+const REPLICA_ID = 'standalone';
+
+/**
+ * Hands back the fan-out leases a crashed run of this backbone never gave back. Only one backbone
+ * runs per home (run.json sees to it), so a lease held under its replica id at start is stale; left
+ * alone, it would hold delivery back until it expires and the next balancing round (up to two lease
+ * TTLs: ~12 s by default) — a restart after a crash would look like messages going nowhere.
+ */
+async function releaseStaleLeases(nc: NatsConnection, log: Logger): Promise<void> {
+  const kv = await new Kvm(nc).open(buckets.leases);
+  let released = 0;
+  for await (const key of await kv.keys()) {
+    if (!key.startsWith('fanout.') && key !== `replica.${REPLICA_ID}`) continue;
+    const e = await kv.get(key);
+    if (e?.operation !== 'PUT') continue;
+    const holder = (e.json() as { replica?: unknown }).replica;
+    if (holder !== REPLICA_ID) continue;
+    await kv.delete(key, { previousSeq: e.revision }).catch(() => undefined);
+    released++;
+  }
+  if (released) log.info({ released }, 'released the fan-out leases a crashed run left');
 }
 
 /**

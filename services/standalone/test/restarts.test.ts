@@ -3,6 +3,10 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { Kvm } from '@nats-io/kv';
+import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
+import { buckets } from '@parley/contracts';
+import { KeyMaterial, mintServiceCreds } from '@parley/governance';
 import { silentLogger } from '@parley/kit';
 import { connect, readLocalRun } from '@parley/sdk';
 import { runCli } from '@parley/sdk/cli';
@@ -27,6 +31,29 @@ const alive = (pid: number) => {
     return false;
   }
 };
+
+/** The fan-out leases of a home's backbone: key and when its entry was written. */
+async function leaseHolders(home: string): Promise<{ key: string; created: number }[]> {
+  const keys = KeyMaterial.parse(JSON.parse(await readFile(join(home, 'keys.json'), 'utf8')));
+  const run = readLocalRun(home);
+  assert.ok(run);
+  const nc = await natsConnect({
+    servers: run.natsUrl,
+    authenticator: credsAuthenticator(new TextEncoder().encode((await mintServiceCreds(keys, 'test')).creds)),
+    inboxPrefix: '_INBOX.svc_test',
+  });
+  try {
+    const kv = await new Kvm(nc).open(buckets.leases);
+    const out: { key: string; created: number }[] = [];
+    for await (const key of await kv.keys('fanout.*')) {
+      const e = await kv.get(key);
+      if (e?.operation === 'PUT') out.push({ key, created: e.created.getTime() });
+    }
+    return out;
+  } finally {
+    await nc.close();
+  }
+}
 
 /** Runs the CLI the way a person in a second terminal does: PARLEY_HOME set, no --server. */
 async function cli(env: Record<string, string>, ...argv: string[]) {
@@ -71,7 +98,10 @@ describe('npm start across restarts', () => {
       assert.equal(codex.code, 0, codex.text);
       assert.match(codex.text, /issued new creds for agt_/);
       assert.equal((await cli(env, 'agent', 'suspend', demo.planner as string, '--reason', 'test')).code, 0);
-      assert.equal((await cli(env, 'agent', 'revoke', demo.auditor as string)).code, 0);
+      // The reviewer (with the creds connect wrote) blocks the auditor.
+      const reviewerCreds = codex.text.match(/wrote creds (\S+\.creds)/)?.[1] as string;
+      const block = await cli(env, 'contact', 'block', demo.auditor as string, '--as', reviewerCreds);
+      assert.equal(block.code, 0, block.text);
       // connect() without arguments is the local admin of PARLEY_HOME's backbone too.
       process.env.PARLEY_HOME = home;
       try {
@@ -97,13 +127,16 @@ describe('npm start across restarts', () => {
       // Each thing done to the demo's agents is repaired, and said so.
       assert.match(out, /demo {2}resumed the planner \(agt_\w+\): it was suspended/);
       assert.match(out, /demo {2}the reviewer's creds no longer worked/);
-      assert.match(out, /demo {2}the auditor \(agt_\w+\) was revoked: a new auditor takes its place/);
+      assert.match(out, /demo {2}the reviewer had blocked the auditor: unblocked for the demo/);
       assert.match(out, /demo {2}planner → room: Thanks/);
       assert.match(out, /demo {2}auditor → room: /);
       const run = readLocalRun(home);
       assert.ok(run?.natsPid);
       assert.equal((await fetch(`${run.httpUrl}/healthz`)).status, 200);
       orphan = run.natsPid;
+      const auditor = (JSON.parse(await readFile(join(home, 'demo.json'), 'utf8')) as Record<string, string>)
+        .auditor as string;
+      assert.equal((await cli(env, 'agent', 'revoke', auditor)).code, 0);
       // A crash: the Node process dies at once, its nats-server child stays behind.
       second.signal('SIGKILL');
       await second.exited;
@@ -112,10 +145,22 @@ describe('npm start across restarts', () => {
       second.signal('SIGKILL');
     }
 
-    const third = startBackboneProcess([...args, '--no-demo']);
+    const third = startBackboneProcess(args);
     try {
       await third.waitForOutput('Try, in another terminal:');
       assert.match(third.output(), new RegExp(`stopped nats-server \\(pid ${orphan}\\) that an earlier run`));
+      assert.match(
+        third.output(),
+        /demo {2}the auditor \(agt_\w+\) was revoked: a new auditor takes its place/,
+      );
+      // Delivery is not held back by the leases the crashed run held: the demo is done at once.
+      assert.match(third.output(), /demo {2}auditor → room: /);
+      assert.doesNotMatch(third.output(), /still running after/);
+      // What makes it so: every fan-out partition is held by this start, not left to expire.
+      const held = await leaseHolders(home);
+      assert.equal(held.length, 16);
+      const startedAt = Date.parse(readLocalRun(home)?.startedAt ?? '');
+      for (const l of held) assert.ok(l.created >= startedAt - 1000, `${l.key} taken by this start`);
       assert.equal(alive(orphan), false);
       const run = readLocalRun(home);
       assert.ok(run?.natsPid);
@@ -137,6 +182,28 @@ describe('npm start across restarts', () => {
 });
 
 describe('stopping the backbone', () => {
+  it('a start that fails after nats-server started stops it again', async () => {
+    const home = await tempDir('parley-home-');
+    const natsPort = await freePort();
+    // Three replicas on one server: the streams cannot be made, after nats-server is up.
+    const err = await startStandalone({
+      home,
+      natsPort,
+      httpPort: await freePort(),
+      log: silentLogger(),
+      backbone: { replicas: 3 },
+    }).catch((e: unknown) => e);
+    assert.ok(err instanceof Error);
+    const log = await readFile(join(home, 'nats', 'nats-server.log'), 'utf8');
+    const pid = Number(log.match(/\[(\d+)\]/)?.[1]);
+    assert.ok(pid > 0, 'nats-server had started');
+    assert.equal(alive(pid), false, 'nats-server is stopped with the failed start');
+    assert.equal(readLocalRun(home), undefined);
+    // Its port is free again: the next start gets it.
+    const next = await startStandalone({ home, natsPort, httpPort: await freePort(), log: silentLogger() });
+    await next.stop();
+  });
+
   it('finishes when nats-server died first, and leaves no process behind', async () => {
     const home = await tempDir('parley-home-');
     const parley = await startStandalone({
