@@ -89,7 +89,7 @@ async function readCard(path: string): Promise<Record<string, unknown>> {
   }
 }
 
-/** `parley agent create|list|show|rotate|revoke|deregister`. */
+/** `parley agent create|list|show|update|rotate|revoke|deregister`. */
 export function registerAgentCommands(program: Command, ctx: CliContext): void {
   const agentCmd = program.command('agent').description('agents: onboarding, inventory, credentials');
 
