@@ -1,11 +1,11 @@
 /**
- * Finding the local backbone `npm start` runs: its home directory (`PARLEY_HOME`, else `./.parley`),
- * the admin creds in it, and the `run.json` it writes while it runs (where NATS and HTTP listen).
+ * Finding the local backbone `npm start` runs: its home directory (`PARLEY_HOME`, else the nearest
+ * `.parley` in the working directory or above), the admin creds in it, and the `run.json` it writes while it runs (where NATS and HTTP listen).
  * The CLI, `parley mcp` and `connect()` without arguments use this, so a backbone started with
  * `--home` or `--nats-port` is found without repeating its flags.
  */
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import * as z from 'zod';
 
 /** The NATS URL used when nothing else names one. */
@@ -26,17 +26,28 @@ export type LocalRun = z.infer<typeof LocalRun>;
 
 /** The environment variables this module reads (listed by `parley --help`). */
 export const localEnvironment = {
-  PARLEY_HOME: 'the local backbone’s home (keys, creds, run.json); default ./.parley',
+  PARLEY_HOME:
+    'the local backbone’s home (keys, creds, run.json); default: the nearest .parley here or above',
   NATS_URL:
     'NATS server URL(s), comma-separated; default: where npm start runs (run.json), else nats://127.0.0.1:4222',
 } as const;
 
-/** The home directory: `PARLEY_HOME` (relative to `cwd`), else `<cwd>/.parley`. */
+/**
+ * The home directory: `PARLEY_HOME` (relative to `cwd`), else the nearest `.parley` holding a local
+ * admin's creds in `cwd` or a directory above it (so the CLI works from anywhere in the checkout
+ * `npm start` runs in), else `<cwd>/.parley`. A `.parley` without admin creds (`~/.parley`, where
+ * `parley connect` keeps agents' creds) is not a backbone's home and is passed over.
+ */
 export function localHome(
   env: Record<string, string | undefined> = process.env,
   cwd = process.cwd(),
 ): string {
-  return env.PARLEY_HOME ? resolve(cwd, env.PARLEY_HOME) : join(cwd, '.parley');
+  if (env.PARLEY_HOME) return resolve(cwd, env.PARLEY_HOME);
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    if (existsSync(join(dir, '.parley', 'creds', 'admin.creds'))) return join(dir, '.parley');
+    if (dirname(dir) === dir) break;
+  }
+  return join(cwd, '.parley');
 }
 
 /** Where the run information of a home is. */

@@ -14,6 +14,11 @@ export interface BackboneProcess {
   /** Resolves with the exit code (null when killed by a signal). */
   readonly exited: Promise<number | null>;
   signal(sig: NodeJS.Signals): void;
+  /**
+   * Stops it as Ctrl-C does (SIGTERM) and waits, so its nats-server goes with it; SIGKILL only if
+   * it is still there after `graceMs`. Nothing when it has exited already.
+   */
+  stop(graceMs?: number): Promise<number | null>;
 }
 
 const live = new Set<ChildProcess>();
@@ -57,6 +62,16 @@ export function startBackboneProcess(
     output: () => out,
     exited,
     signal: (sig) => child.kill(sig),
+    async stop(graceMs = 20_000) {
+      if (dead) return exited;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      try {
+        return await exited;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     waitForOutput: (text, timeoutMs = 60_000) =>
       waitFor(
         () => {

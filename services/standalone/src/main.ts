@@ -66,13 +66,13 @@ let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
 let stopping = false;
 const shutdown = async (why: string, code = 0) => {
   if (stopping) {
-    out(`${why} again: not waiting any longer; nats-server is killed.`);
+    out(`second signal (${why}): not waiting any longer; nats-server is killed.`);
     await standalone.nats?.kill9();
     process.exit(1);
   }
   stopping = true;
   out(
-    `\n${why}: stopping services, draining NATS connections, stopping nats-server… (${why} again forces it)`,
+    `\n${why}: stopping services, draining NATS connections, stopping nats-server… (a second Ctrl-C forces it)`,
   );
   try {
     // The demo agents' connections drain on the same server (none to drain when it is gone):

@@ -6,7 +6,7 @@
  * would share one store) from one that crashed (its nats-server, orphaned, is stopped).
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import type { Logger } from '@parley/kit';
 import { type LocalRun, readLocalRun, runFile } from '@parley/sdk';
@@ -35,6 +35,30 @@ function commandLine(pid: number): string | undefined {
       return undefined;
     }
   }
+}
+
+/**
+ * A nats-server running this home's configuration, looked for in /proc (Linux): homes made before
+ * the pid file existed, or whose pid file is gone, still get their orphan found.
+ */
+function findByConfig(config: string): number | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
+    let cmd: string;
+    try {
+      cmd = readFileSync(`/proc/${e}/cmdline`, 'utf8');
+    } catch {
+      continue; // gone meanwhile, or not ours to read
+    }
+    if (cmd.includes('nats-server') && cmd.includes(config)) return Number(e);
+  }
+  return undefined;
 }
 
 function readPid(path: string): number | undefined {
@@ -79,7 +103,7 @@ export async function reclaimHome(paths: Paths, log: Logger): Promise<string | u
   if (run && run.pid !== process.pid && isAlive(run.pid) && /node/.test(commandLine(run.pid) ?? 'node')) {
     throw new HomeInUseError(paths.home, run);
   }
-  const pid = readPid(paths.natsPid) ?? run?.natsPid;
+  const pid = readPid(paths.natsPid) ?? run?.natsPid ?? findByConfig(paths.natsConfig);
   if (pid === undefined || !isAlive(pid)) return undefined;
   const cmd = commandLine(pid);
   // The pid may have been reused by an unrelated process since: only ours is stopped.

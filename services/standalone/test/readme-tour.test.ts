@@ -143,7 +143,7 @@ class Ids {
 const dirs: string[] = [];
 const running: BackboneProcess[] = [];
 after(async () => {
-  for (const b of running) b.signal('SIGKILL');
+  for (const b of running) await b.stop();
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
 
@@ -238,5 +238,7 @@ describe('the README tour', () => {
     };
     const creds = mcp.mcpServers.parley.args[mcp.mcpServers.parley.args.indexOf('--creds') + 1] as string;
     await runOne({ line: `npx parley whoami --as ${creds}` });
+    second.signal('SIGINT');
+    assert.equal(await second.exited, 0, second.output());
   });
 });

@@ -114,7 +114,7 @@ describe('npm start across restarts', () => {
       first.signal('SIGTERM');
       assert.equal(await first.exited, 0, first.output());
     } finally {
-      first.signal('SIGKILL');
+      await first.stop();
     }
     assert.equal(readLocalRun(home), undefined, 'a clean stop removes run.json');
 
@@ -142,7 +142,7 @@ describe('npm start across restarts', () => {
       await second.exited;
       assert.ok(alive(orphan), 'nats-server outlives a SIGKILLed parent');
     } finally {
-      second.signal('SIGKILL');
+      await second.stop();
     }
 
     const third = startBackboneProcess(args);
@@ -169,14 +169,35 @@ describe('npm start across restarts', () => {
       const twin = startBackboneProcess(args);
       assert.equal(await twin.exited, 1);
       assert.match(twin.output(), new RegExp(`Parley already runs from ${home} \\(pid ${third.pid}`));
+      // Another crash, in a home that has neither run.json nor the pid file (as homes made before
+      // them): the leftover nats-server is still found, by its configuration.
+      orphan = run.natsPid;
+      third.signal('SIGKILL');
+      await third.exited;
+      await rm(join(home, 'run.json'));
+      await rm(join(home, 'nats', 'nats-server.pid'));
+      assert.ok(alive(orphan));
+    } finally {
+      await third.stop();
+    }
+
+    const fourth = startBackboneProcess([...args, '--no-demo']);
+    try {
+      await fourth.waitForOutput('Try, in another terminal:');
+      assert.match(
+        fourth.output(),
+        new RegExp(`stopped nats-server \\(pid ${orphan}\\) that an earlier run`),
+      );
+      const run = readLocalRun(home);
+      assert.ok(run?.natsPid);
       // Two signals: the second does not wait for the orderly stop.
-      third.signal('SIGINT');
-      third.signal('SIGTERM');
-      assert.equal(await third.exited, 1);
-      assert.match(third.output(), /SIGTERM again: not waiting any longer/);
+      fourth.signal('SIGINT');
+      fourth.signal('SIGTERM');
+      assert.equal(await fourth.exited, 1);
+      assert.match(fourth.output(), /second signal \((SIGINT|SIGTERM)\): not waiting any longer/);
       assert.equal(alive(run.natsPid), false, 'nats-server is killed by the forced stop');
     } finally {
-      third.signal('SIGKILL');
+      await fourth.stop();
     }
   });
 });
