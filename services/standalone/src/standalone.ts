@@ -261,8 +261,15 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     // unsubscribes fail at once instead of hanging.
     const natsGone = nats !== undefined && !nats.running;
     if (natsGone) await Promise.allSettled(connections.map((nc) => nc.close()));
-    // HTTP first: MCP sessions on it still need their connection to give back what they held.
-    if (http) await step('the HTTP server', () => (http as NonNullable<typeof http>).close());
+    // HTTP first: MCP sessions on it still need their connection to give back what they held. A
+    // client that does not read its response (or holds a stream open) gets 2 s, then is cut off.
+    if (http) {
+      const server = http;
+      await step('the HTTP server', () => {
+        const cut = setTimeout(() => server.server.closeAllConnections(), 2000);
+        return server.close().finally(() => clearTimeout(cut));
+      });
+    }
     for (const s of [...services].reverse()) await step(`the ${s.name} service`, () => s.stop());
     await step('the NATS connections', () =>
       Promise.allSettled(connections.map((nc) => (pending.length ? nc.close() : nc.drain()))),

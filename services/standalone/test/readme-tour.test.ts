@@ -192,7 +192,7 @@ describe('the README tour', () => {
           url.startsWith('http') ? url : `http://${url.replace('localhost', '127.0.0.1')}`,
         );
         assert.equal(res.status, 200, c.line);
-        return;
+        return await res.text();
       }
       const out: string[] = [];
       const err: string[] = [];

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -223,6 +224,19 @@ describe('stopping the backbone', () => {
     // Its port is free again: the next start gets it.
     const next = await startStandalone({ home, natsPort, httpPort: await freePort(), log: silentLogger() });
     await next.stop();
+  });
+
+  it('does not wait for an HTTP client that never finishes its request', async () => {
+    const home = await tempDir('parley-home-');
+    const httpPort = await freePort();
+    const parley = await startStandalone({ home, natsPort: await freePort(), httpPort, log: silentLogger() });
+    // Headers never finished: the server counts the connection as busy, and would wait for it.
+    const socket = createConnection({ host: '127.0.0.1', port: httpPort });
+    await new Promise<void>((r) => socket.once('connect', () => r()));
+    socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const closed = new Promise<void>((r) => socket.once('close', () => r()));
+    await parley.stop({ deadlineMs: 10_000 });
+    await closed;
   });
 
   it('finishes when nats-server died first, and leaves no process behind', async () => {
