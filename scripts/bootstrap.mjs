@@ -142,7 +142,14 @@ export function installState(dir, pnpmVersion) {
   const modules = join(dir, 'node_modules', '.modules.yaml');
   if (!existsSync(modules)) return undefined;
   const dirs = workspaceDirs(dir);
-  if (dirs.some((d) => !existsSync(join(d, 'node_modules')))) return undefined;
+  // A package with dependencies gets its own node_modules from pnpm; one without, none.
+  const needsModules = (d) => {
+    const pkg = JSON.parse(readFileSync(join(d, 'package.json'), 'utf8'));
+    return ['dependencies', 'devDependencies', 'optionalDependencies'].some(
+      (k) => Object.keys(pkg[k] ?? {}).length > 0,
+    );
+  };
+  if (dirs.some((d) => needsModules(d) && !existsSync(join(d, 'node_modules')))) return undefined;
   const hash = createHash('sha256');
   hash.update(`${pnpmVersion} ${process.version}\n`);
   for (const f of [

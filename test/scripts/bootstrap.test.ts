@@ -25,8 +25,11 @@ async function workspace(): Promise<string> {
   await writeFile(join(dir, 'pnpm-lock.yaml'), "lockfileVersion: '9.0'\n");
   for (const pkg of ['sdk', 'services/rooms', 'services/kit']) {
     await mkdir(join(dir, pkg, 'node_modules'), { recursive: true });
-    await writeFile(join(dir, pkg, 'package.json'), `{"name":"${pkg}"}\n`);
+    await writeFile(join(dir, pkg, 'package.json'), `{"name":"${pkg}","dependencies":{"zod":"^4"}}\n`);
   }
+  // A package without dependencies has no node_modules of its own, and needs none.
+  await mkdir(join(dir, 'services', 'docs'), { recursive: true });
+  await writeFile(join(dir, 'services', 'docs', 'package.json'), '{"name":"docs"}\n');
   await mkdir(join(dir, 'node_modules'), { recursive: true });
   await writeFile(join(dir, 'node_modules', '.modules.yaml'), 'layoutVersion: 5\n');
   return dir;
