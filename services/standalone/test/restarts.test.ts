@@ -12,7 +12,7 @@ import { silentLogger } from '@parley/kit';
 import { connect, readLocalRun } from '@parley/sdk';
 import { runCli } from '@parley/sdk/cli';
 import { freePort, startStandalone } from '@parley/standalone';
-import { startBackboneProcess } from '@parley/test/harness';
+import { startBackboneProcess, waitFor } from '@parley/test/harness';
 
 const dirs: string[] = [];
 after(async () => {
@@ -112,8 +112,15 @@ describe('npm start across restarts', () => {
       } finally {
         delete process.env.PARLEY_HOME;
       }
+      // nats-server goes first (as in the reported hang); then Ctrl-C still stops in order, exit 0.
+      // SIGTERM, not SIGKILL: nats-server 2.9 buffers JetStream writes, and a SIGKILL right after the
+      // commands above loses them (see the note of issue 15); SIGKILL is the in-process test below.
+      const natsPid = readLocalRun(home)?.natsPid as number;
+      process.kill(natsPid, 'SIGTERM');
+      await waitFor(() => !alive(natsPid), 'nats-server to die');
       first.signal('SIGTERM');
       assert.equal(await first.exited, 0, first.output());
+      assert.match(first.output(), /stopped\.\n$/);
     } finally {
       await first.stop();
     }
