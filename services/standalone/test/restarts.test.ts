@@ -114,7 +114,8 @@ describe('npm start across restarts', () => {
       }
       // nats-server goes first (as in the reported hang); then Ctrl-C still stops in order, exit 0.
       // SIGTERM, not SIGKILL: nats-server 2.9 buffers JetStream writes, and a SIGKILL right after the
-      // commands above loses them (see the note of issue 15); SIGKILL is the in-process test below.
+      // commands above can lose them (docs/operations.md, the local backbone); the stop with a
+      // SIGKILLed server is the in-process test below.
       const natsPid = readLocalRun(home)?.natsPid as number;
       process.kill(natsPid, 'SIGTERM');
       await waitFor(() => !alive(natsPid), 'nats-server to die');
