@@ -66,7 +66,9 @@ let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
 let stopping = false;
 const shutdown = async (why: string, code = 0) => {
   if (stopping) {
-    out(`second signal (${why}): not waiting any longer; nats-server gets 2 s to stop, then is killed.`);
+    out(
+      `${why === 'error' ? 'an error during the stop' : `second signal (${why})`}: not waiting any longer; nats-server gets 2 s to stop, then is killed.`,
+    );
     // SIGTERM first: a SIGKILLed nats-server can lose its last JetStream writes.
     await standalone.nats?.stop(2000);
     process.exit(1);
