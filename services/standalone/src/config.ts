@@ -25,9 +25,9 @@ export const StandaloneEnv = z.object({
     .number()
     .int()
     .min(1000)
-    .default(15_000)
+    .default(20_000)
     .describe(
-      'How long a stop (Ctrl-C, SIGTERM) may take before it gives up on what is left, kills nats-server and exits 1. @default 15000',
+      'How long a stop (Ctrl-C, SIGTERM) may take before it gives up on what is left, stops nats-server regardless and exits 1. @default 20000',
     ),
   PARLEY_STARTED_AT_MS: z.coerce
     .number()
