@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { limits } from '@parley/contracts';
 import { runCli } from '@parley/sdk/cli';
-import { startParley, type TestParley } from '@parley/test/harness';
+import { freePort, startParley, type TestParley } from '@parley/test/harness';
 
 /**
  * The walls a newcomer hit in the first hour: each refusal says what is wrong and what to do, and
@@ -219,6 +219,33 @@ describe('parley CLI: refusals that say what to do, and the commands the tour ne
     assert.equal(none.code, 1);
     assert.match(none.err, /^INVALID_ARGUMENT: a budget needs a limit: give --tokens-per-day/);
     assert.equal((await run(['budget', 'set', '--agent', a.id, '--tokens-per-day', '1000'])).code, 0);
+
+    // A home whose backbone crashed: its run.json names a server nothing answers on. Said so.
+    const crashed: string[] = [];
+    const home = join(dir, 'crashed-home');
+    await mkdir(join(home, 'creds'), { recursive: true });
+    await copyFile(parley.home.paths.adminCreds, join(home, 'creds', 'admin.creds'));
+    const deadUrl = `nats://127.0.0.1:${await freePort()}`;
+    const staleRun = {
+      pid: 999999,
+      natsUrl: deadUrl,
+      httpUrl: 'http://127.0.0.1:9',
+      home,
+      startedAt: 'then',
+    };
+    writeFileSync(join(home, 'run.json'), JSON.stringify(staleRun));
+    const code = await runCli(
+      ['whoami'],
+      { out: (l) => crashed.push(l), err: (l) => crashed.push(l) },
+      { ...process.env, PARLEY_HOME: home, NATS_URL: undefined },
+    );
+    assert.equal(code, 1);
+    assert.match(
+      crashed.join('\n'),
+      new RegExp(
+        `^UNAVAILABLE: cannot reach NATS at ${deadUrl}.*run\\.json names a backbone \\(pid 999999.*npm start`,
+      ),
+    );
 
     // --help says what the CLI reads from the environment.
     const help: string[] = [];

@@ -81,17 +81,22 @@ export function createContext(
       // A command is not the participant being present: no heartbeats.
       const agent = await connect({ presence: false, ...options, servers: g.server, creds }).catch(
         (err: unknown) => {
-          // Nothing named a server and none runs from this home: say where we looked.
-          if (
-            isParleyError(err, 'UNAVAILABLE') &&
-            !cmd.optsWithGlobals().server &&
-            local.natsUrlFrom === 'default'
-          ) {
-            throw new ParleyError(
-              'UNAVAILABLE',
-              `${err.message}. Is Parley running? npm start writes where it runs to ${local.home}/run.json; set PARLEY_HOME to its --home, or pass --server <url>`,
-              { cause: err },
-            );
+          // Nothing named a server: say where we looked, and what that means.
+          if (isParleyError(err, 'UNAVAILABLE') && !cmd.optsWithGlobals().server) {
+            if (local.natsUrlFrom === 'default') {
+              throw new ParleyError(
+                'UNAVAILABLE',
+                `${err.message}. Parley is not running from ${local.home} (while it runs, ${local.home}/run.json says where): start it with npm start, set PARLEY_HOME to the --home it runs from, or pass --server <url>`,
+                { cause: err },
+              );
+            }
+            if (local.natsUrlFrom === 'run.json' && local.run) {
+              throw new ParleyError(
+                'UNAVAILABLE',
+                `${err.message}. ${local.home}/run.json names a backbone (pid ${local.run.pid}, started ${local.run.startedAt}) that is not answering: it stopped without cleaning up, or is stuck. Start it again with npm start (a leftover nats-server is stopped first)`,
+                { cause: err },
+              );
+            }
           }
           throw err;
         },
