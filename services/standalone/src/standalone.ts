@@ -274,8 +274,10 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     // what it leaves undone is named, and nats-server is stopped regardless.
     for (const s of [...services].reverse())
       await step(`the ${s.name} service`, () => s.stop(), Number.POSITIVE_INFINITY);
-    await step('the NATS connections', () =>
-      Promise.allSettled(connections.map((nc) => (pending.length ? nc.close() : nc.drain()))),
+    await step(
+      'the NATS connections',
+      () => Promise.allSettled(connections.map((nc) => (pending.length ? nc.close() : nc.drain()))),
+      Number.POSITIVE_INFINITY,
     );
     if (pending.length) await Promise.allSettled(connections.map((nc) => nc.close()));
     // nats-server is never left behind: past the deadline it gets a short grace, then SIGKILL.
