@@ -1,12 +1,22 @@
 // The bootstrap of `npm start` and `npm test`: brings a fresh machine (Node 20 and nothing else) to
 // where Parley runs. Plain Node with no dependencies, because it runs before anything is installed.
 //   1. pnpm (the version pinned in package.json's packageManager), installed with npm if missing;
-//   2. dependencies: pnpm install --frozen-lockfile;
+//   2. dependencies: pnpm install --frozen-lockfile, skipped when nothing it depends on changed since
+//      the last one (a stamp in node_modules: the lockfile, every package.json, node_modules' state);
 //   3. nats-server: NATS_SERVER_BIN, PATH, /usr/sbin …; else Debian's package with apt-get when
 //      this is a Debian/Ubuntu machine and we are root (or have password-less sudo); else a precise
 //      message saying what to install.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -55,13 +65,29 @@ function checkNode() {
   }
 }
 
+/** The pnpm version package.json's packageManager pins. */
+function pinnedPnpm() {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  return String(pkg.packageManager ?? 'pnpm@10').split('@')[1];
+}
+
 /** Returns the path of a pnpm of the pinned version, installing it when missing. */
 function ensurePnpm() {
-  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
-  const wanted = String(pkg.packageManager ?? 'pnpm@10').split('@')[1];
+  const wanted = pinnedPnpm();
   const local = join(root, '.tools', 'node_modules', '.bin', 'pnpm');
+  // `pnpm --version` costs ~0.4 s: a pnpm checked before, and unchanged since, is not asked again.
+  const known = join(root, 'node_modules', '.parley-pnpm');
+  const fingerprint = (p) => {
+    const st = statSync(p);
+    return `${p} ${st.size} ${st.mtimeMs} ${wanted}`;
+  };
   for (const candidate of [which('pnpm'), isExecutable(local) ? local : undefined]) {
-    if (candidate && capture(candidate, ['--version']) === wanted) return candidate;
+    if (!candidate) continue;
+    if (existsSync(known) && readFileSync(known, 'utf8') === fingerprint(candidate)) return candidate;
+    if (capture(candidate, ['--version']) === wanted) {
+      if (existsSync(dirname(known))) writeFileSync(known, fingerprint(candidate));
+      return candidate;
+    }
   }
   say(`installing pnpm ${wanted} with npm`);
   if (run('npm', ['install', '--global', '--no-fund', '--no-audit', `pnpm@${wanted}`]) === 0) {
@@ -88,13 +114,75 @@ function ensurePnpm() {
   return local;
 }
 
+const STAMP = join(root, 'node_modules', '.parley-install-stamp');
+
+/** The workspace's package directories (pnpm-workspace.yaml's patterns: a dir, or dir/*). */
+function workspaceDirs(dir) {
+  const text = readFileSync(join(dir, 'pnpm-workspace.yaml'), 'utf8');
+  const block = text.split(/^packages:\s*$/m)[1]?.split(/^\S/m)[0] ?? '';
+  const dirs = [];
+  for (const m of block.matchAll(/^\s*-\s*['"]?([^'"\s]+)['"]?\s*$/gm)) {
+    const pattern = m[1];
+    if (pattern.endsWith('/*')) {
+      const base = join(dir, pattern.slice(0, -2));
+      if (!existsSync(base)) continue;
+      for (const e of readdirSync(base, { withFileTypes: true }))
+        if (e.isDirectory() && existsSync(join(base, e.name, 'package.json'))) dirs.push(join(base, e.name));
+    } else if (existsSync(join(dir, pattern, 'package.json'))) dirs.push(join(dir, pattern));
+  }
+  return dirs;
+}
+
+/**
+ * What an install depends on: the lockfile, every package.json, pnpm's and Node's versions, and
+ * the state pnpm left in node_modules (its .modules.yaml, rewritten by every install or add).
+ * Undefined when node_modules is missing anywhere.
+ */
+export function installState(dir, pnpmVersion) {
+  const modules = join(dir, 'node_modules', '.modules.yaml');
+  if (!existsSync(modules)) return undefined;
+  const dirs = workspaceDirs(dir);
+  // A package with dependencies gets its own node_modules from pnpm; one without, none.
+  const needsModules = (d) => {
+    const pkg = JSON.parse(readFileSync(join(d, 'package.json'), 'utf8'));
+    return ['dependencies', 'devDependencies', 'optionalDependencies'].some(
+      (k) => Object.keys(pkg[k] ?? {}).length > 0,
+    );
+  };
+  if (dirs.some((d) => needsModules(d) && !existsSync(join(d, 'node_modules')))) return undefined;
+  const hash = createHash('sha256');
+  hash.update(`${pnpmVersion} ${process.version}\n`);
+  for (const f of [
+    join(dir, 'pnpm-lock.yaml'),
+    join(dir, 'package.json'),
+    ...dirs.map((d) => join(d, 'package.json')),
+  ]) {
+    hash.update(`${f}\n`);
+    hash.update(existsSync(f) ? readFileSync(f) : '');
+  }
+  hash.update(String(statSync(modules).mtimeMs));
+  return hash.digest('hex');
+}
+
 function installDependencies(pnpm) {
+  // ensurePnpm checked that this is the pinned version.
+  const version = pinnedPnpm();
+  const before = installState(root, version);
+  if (before !== undefined && existsSync(STAMP) && readFileSync(STAMP, 'utf8').trim() === before) {
+    say(
+      'dependencies unchanged since the last install (pnpm-lock.yaml, package.json, node_modules): pnpm install skipped',
+    );
+    return;
+  }
   say('installing dependencies (pnpm install --frozen-lockfile)');
   const args = ['install', '--frozen-lockfile', '--prefer-offline'];
   const env = { ...process.env, CI: 'true' };
-  if (run(pnpm, [...args, '--reporter=silent'], { env }) === 0) return;
-  // Run it again where the person can see why it failed.
-  if (run(pnpm, args, { env }) !== 0) throw new BootstrapError('pnpm install failed (see above)');
+  if (run(pnpm, [...args, '--reporter=silent'], { env }) !== 0) {
+    // Run it again where the person can see why it failed.
+    if (run(pnpm, args, { env }) !== 0) throw new BootstrapError('pnpm install failed (see above)');
+  }
+  const after = installState(root, version);
+  if (after !== undefined) writeFileSync(STAMP, `${after}\n`);
 }
 
 const NATS_DIRS = ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin', '/usr/bin'];
@@ -186,7 +274,12 @@ export function bootstrap() {
 
 /** Runs pnpm with arguments in the project root; exits the process on failure. */
 export function pnpmOrExit(pnpm, args, env = {}) {
-  const status = run(pnpm, args, { env: { ...process.env, ...env } });
+  runOrExit(pnpm, args, env);
+}
+
+/** Runs a command with arguments in the project root; exits the process on failure. */
+export function runOrExit(cmd, args, env = {}) {
+  const status = run(cmd, args, { env: { ...process.env, ...env } });
   if (status !== 0) process.exit(status);
 }
 

@@ -245,6 +245,18 @@ export const registryApi = {
     ),
     response: named('CreateUserResponse', z.object({ user: Human, credentials: IssuedCredentials })),
   }),
+  listUsers: defineApi({
+    service: 'registry',
+    method: 'listUsers',
+    summary:
+      'The people of an organisation the caller can see (its own org; the superadmin any), sorted by name.',
+    access: 'human',
+    request: named(
+      'ListUsersRequest',
+      z.object({ org: OrgId.optional().describe('Unset: the caller’s organisation.') }),
+    ),
+    response: named('ListUsersResponse', z.object({ users: z.array(Human) })),
+  }),
   getUser: defineApi({
     service: 'registry',
     method: 'getUser',

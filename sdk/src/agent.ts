@@ -226,8 +226,11 @@ export function attach(nc: NatsConnection, id: string, options: { delivery?: Del
   return new Agent(nc, id, { ...options, ownsConnection: false });
 }
 
-/** Connects as the participant in `creds`. */
-export async function connect(options: AgentOptions): Promise<Agent> {
+/**
+ * Connects as the participant in `creds`. Without arguments: the local admin of the backbone `npm
+ * start` runs (`PARLEY_HOME`, else `./.parley`), at the URL it runs on (`NATS_URL` overrides).
+ */
+export async function connect(options: AgentOptions = {}): Promise<Agent> {
   const { nc, identity } = await connectWithCreds(options);
   const agent = new Agent(nc, identity.id, {
     ...(options.delivery ? { delivery: options.delivery } : {}),

@@ -1,15 +1,24 @@
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { decode } from '@nats-io/jwt';
+import { fromSeed } from '@nats-io/nkeys';
 import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
 import { ParleyError, subjects } from '@parley/contracts';
+import { localBackbone } from './local-home.js';
 import type { PresenceOptions } from './presence.js';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
-  /** NATS server URL(s). @default nats://127.0.0.1:4222 */
+  /**
+   * NATS server URL(s). @default `NATS_URL`, else where the local `npm start` runs (its run.json),
+   * else nats://127.0.0.1:4222
+   */
   servers?: string | string[];
-  /** A creds file path, or its contents (what `parley agent create --out` writes). */
-  creds: string | Uint8Array;
+  /**
+   * A creds file path, or its contents (what `parley agent create --out` writes).
+   * @default the local admin's: `$PARLEY_HOME/creds/admin.creds`, else `./.parley/creds/admin.creds`
+   */
+  creds?: string | Uint8Array;
   /** Connection name in server monitoring. @default parley-sdk:<id> */
   name?: string;
   /** Presence heartbeats while connected (every 10 s), or `false` for none. @default {} */
@@ -23,34 +32,85 @@ export interface CredsIdentity {
   raw: Uint8Array;
 }
 
-/** Reads a creds file (or its contents) and the identity inside it. */
+const JWT_BLOCK = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END NATS USER JWT------/;
+const SEED_BLOCK = /-----BEGIN USER NKEY SEED-----\s*(\S+)\s*------END USER NKEY SEED------/;
+
+/**
+ * Reads a creds file (or its contents) and the identity inside it. A file that cannot be read or
+ * does not parse is refused with `INVALID_ARGUMENT` naming the file and what is wrong with it.
+ */
 export async function readCreds(creds: string | Uint8Array): Promise<CredsIdentity> {
   let raw: Uint8Array;
+  let what = 'the creds';
   if (typeof creds !== 'string') raw = creds;
   else if (creds.includes('BEGIN NATS USER JWT')) raw = new TextEncoder().encode(creds);
   else {
+    what = `creds file ${creds}`;
     try {
       raw = new Uint8Array(await readFile(creds));
     } catch (err) {
       throw new ParleyError('INVALID_ARGUMENT', `cannot read creds file ${creds}: ${(err as Error).message}`);
     }
   }
+  const damaged = (problem: string) =>
+    new ParleyError(
+      'INVALID_ARGUMENT',
+      `${what} is damaged: ${problem} (a creds file is written by parley agent create/rotate or user create; write a new one with parley agent rotate <agt_…> --out <file>)`,
+    );
   const text = new TextDecoder().decode(raw);
-  const jwt = text.match(/-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END NATS USER JWT------/)?.[1];
-  if (!jwt) throw new ParleyError('INVALID_ARGUMENT', 'not a NATS creds file (no user JWT inside)');
-  const claims = decode(jwt);
-  if (!claims.name) throw new ParleyError('INVALID_ARGUMENT', 'the creds file names no participant');
+  const jwt = text.match(JWT_BLOCK)?.[1];
+  if (!jwt) throw damaged('no NATS user JWT block inside');
+  let claims: ReturnType<typeof decode>;
+  try {
+    claims = decode(jwt);
+  } catch (err) {
+    throw damaged(`its user JWT does not decode (${(err as Error).message})`);
+  }
+  if (!claims.name) throw damaged('its user JWT names no participant');
+  const seed = text.match(SEED_BLOCK)?.[1];
+  if (!seed) throw damaged('no user NKEY seed block inside');
+  let publicKey: string;
+  try {
+    publicKey = fromSeed(new TextEncoder().encode(seed)).getPublicKey();
+  } catch (err) {
+    throw damaged(`its NKEY seed does not parse (${(err as Error).message})`);
+  }
+  if (publicKey !== claims.sub) throw damaged('its NKEY seed does not belong to its user JWT');
   return { id: claims.name, userPublicKey: claims.sub, raw };
+}
+
+/** The creds and servers {@link connect} uses when the options leave them out. */
+export function resolveConnectTarget(options: Pick<ConnectOptions, 'servers' | 'creds'>): {
+  servers: string | string[];
+  creds: string | Uint8Array;
+} {
+  if (options.creds !== undefined && options.servers !== undefined) {
+    return { servers: options.servers, creds: options.creds };
+  }
+  const local = localBackbone();
+  if (options.creds === undefined && !existsSync(local.adminCreds)) {
+    throw new ParleyError(
+      'INVALID_ARGUMENT',
+      `no creds given and no local admin creds at ${local.adminCreds}: start Parley with npm start (or set PARLEY_HOME to its home), or pass creds`,
+    );
+  }
+  return {
+    servers: options.servers ?? local.natsUrl,
+    creds: options.creds ?? local.adminCreds,
+  };
 }
 
 /** Connects to NATS as the identity in the creds; the reply prefix is `_INBOX.<id>` as permissions require. */
 export async function connectWithCreds(
-  options: ConnectOptions,
+  options: ConnectOptions = {},
 ): Promise<{ nc: NatsConnection; identity: CredsIdentity }> {
-  const identity = await readCreds(options.creds);
+  const target = resolveConnectTarget(options);
+  const identity = await readCreds(target.creds);
+  const whose =
+    typeof target.creds === 'string' && !target.creds.includes('BEGIN NATS') ? ` (${target.creds})` : '';
   try {
     const nc = await natsConnect({
-      servers: options.servers ?? 'nats://127.0.0.1:4222',
+      servers: target.servers,
       name: options.name ?? `parley-sdk:${identity.id}`,
       authenticator: credsAuthenticator(identity.raw),
       inboxPrefix: subjects.replyPrefix(identity.id),
@@ -62,17 +122,15 @@ export async function connectWithCreds(
   } catch (err) {
     const msg = (err as Error).message ?? String(err);
     if (/authorization|authentication|revoked|expired/i.test(msg)) {
-      throw new ParleyError('UNAUTHENTICATED', `the server refused these credentials: ${msg}`, {
-        cause: err,
-      });
+      throw new ParleyError(
+        'UNAUTHENTICATED',
+        `the server refused the creds of ${identity.id}${whose}: ${msg}. They may have been rotated or revoked (parley agent rotate ${identity.id} --out <file> writes new ones), or belong to another Parley`,
+        { cause: err },
+      );
     }
-    throw new ParleyError(
-      'UNAVAILABLE',
-      `cannot reach NATS at ${String(options.servers ?? 'nats://127.0.0.1:4222')}: ${msg}`,
-      {
-        cause: err,
-        retryAfterMs: 1000,
-      },
-    );
+    throw new ParleyError('UNAVAILABLE', `cannot reach NATS at ${String(target.servers)}: ${msg}`, {
+      cause: err,
+      retryAfterMs: 1000,
+    });
   }
 }

@@ -14,6 +14,7 @@ export type {
 } from './delivery.js';
 export { deliveryEventOf } from './delivery.js';
 export * from './directory.js';
+export * from './local-home.js';
 export * from './presence.js';
 export * from './rooms.js';
 export * from './tokens.js';

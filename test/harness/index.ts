@@ -244,6 +244,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
 }
 
 export { freePort } from '@parley/standalone';
+export * from './backbone-process.js';
 export * from './errors.js';
 export * from './otlp.js';
 export * from './parley.js';

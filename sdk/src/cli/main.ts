@@ -8,6 +8,7 @@
 
 import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
+import { localEnvironment } from '../local-home.js';
 import { registerAgentCommands } from './commands/agent.js';
 import { registerConnectCommands } from './commands/connect.js';
 import { registerContactCommands } from './commands/contacts.js';
@@ -25,6 +26,21 @@ import { type CliExtensions, createContext, type Io } from './context.js';
 export { type CliExtensions, defaultCreds, type Io } from './context.js';
 export { findMcpPackage, type McpStdioOptions, type McpStdioServer } from './mcp-package.js';
 
+/** The environment the CLI reads, as `parley --help` lists it. */
+const environmentHelp = [
+  '',
+  'Environment:',
+  ...Object.entries({
+    ...localEnvironment,
+    PARLEY_JAEGER_URL: 'Jaeger UI base URL; parley trace prints a link to the trace there',
+    CODEX_HOME: 'where parley connect codex writes config.toml; default ~/.codex',
+    HOME: 'parley connect writes agent creds to $HOME/.parley/agents/',
+  }).map(([name, what]) => `  ${name.padEnd(18)} ${what}`),
+  '',
+  'Without --as, commands act as the local admin ($PARLEY_HOME/creds/admin.creds). A refusal prints',
+  'CODE: message on stderr and exits 1.',
+].join('\n');
+
 const processIo: Io = {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
@@ -39,8 +55,12 @@ export function buildProgram(
   const program = new Command('parley')
     .description('Parley: the interaction layer for AI agents, on NATS JetStream.')
     .option('--as <creds>', 'creds file of the participant to act as (default: the local admin)')
-    .option('--server <url>', 'NATS server URL', env.NATS_URL ?? 'nats://127.0.0.1:4222')
+    .option(
+      '--server <url>',
+      'NATS server URL (default: $NATS_URL, else where npm start runs, from its run.json, else nats://127.0.0.1:4222)',
+    )
     .option('--json', 'print JSON')
+    .addHelpText('after', environmentHelp)
     .showHelpAfterError()
     // Inherited by every command added below: errors come back to runCli instead of exiting.
     .exitOverride()

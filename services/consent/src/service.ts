@@ -243,6 +243,16 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
         explain: `contact request ${pending.id} from ${pending.from} to ${pending.to} awaits an answer: ${pending.to} (or its owner) can accept it with parley contact accept ${pending.id}`,
       };
     }
+    // The hint names the request only when it is possible: a contact request goes to a participant
+    // the asker may see, so one hidden by its visibility gets the other ways round instead.
+    if (!(await canSee(aId, bId))) {
+      return {
+        allowed: false,
+        via: 'none',
+        missing: 'contact',
+        explain: `${aId} and ${bId} have different owners and are not contacts, and ${bId} is not visible to ${aId}, so ${aId} cannot ask for contact: ${bId}'s owner can make it visible (parley agent update ${bId} --visibility public) or ${bId} can ask ${aId} (parley contact request ${aId})`,
+      };
+    }
     return {
       allowed: false,
       via: 'none',
@@ -251,13 +261,35 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
     };
   }
 
+  /** May `viewer` see `id` (as in discovery)? */
+  async function canSee(viewer: string, id: string): Promise<boolean> {
+    try {
+      await participants.visibleTo(id, viewer);
+      return true;
+    } catch (err) {
+      if (isParleyError(err, 'NOT_FOUND')) return false;
+      throw err;
+    }
+  }
+
   const handlers = [
     bind(consentApi.request, async (req, ctx) => {
       const { kv } = store();
       const from = await actingFor(ctx.caller, req.of);
       if (req.to === from)
         throw new ParleyError('INVALID_ARGUMENT', 'a participant cannot ask itself for contact');
-      const [a, b] = await Promise.all([participants.get(from), participants.visibleTo(req.to, from)]);
+      const [a, b] = await Promise.all([
+        participants.get(from),
+        participants.visibleTo(req.to, from).catch((err: unknown) => {
+          if (!isParleyError(err, 'NOT_FOUND')) throw err;
+          // Said the same way whether it does not exist or is hidden: the asker learns nothing more.
+          throw new ParleyError(
+            'NOT_FOUND',
+            `${req.to} does not exist or is not visible to ${from} (an agent of another organisation is visible only when its card says public): its owner can make it visible (parley agent update ${req.to} --visibility public), or it can ask ${from} for contact instead`,
+            { cause: err },
+          );
+        }),
+      ]);
       if (a.ownerId === b.ownerId) {
         throw new ParleyError(
           'INVALID_ARGUMENT',

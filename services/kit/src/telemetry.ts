@@ -50,6 +50,13 @@ export interface StartTelemetryOptions {
   shutdownTimeoutMs?: number;
   /** How long one export may take, retries included. @default OTEL_EXPORTER_OTLP_TIMEOUT, else 10 s */
   exportTimeoutMs?: number;
+  /**
+   * In `propagate` mode, start traces anyway — ids only: spans are sampled out, nothing is recorded
+   * or exported — so a message that arrives without trace context still gets a trace id (for
+   * `parley trace` and log lines). The local backbone sets it; a service alone leaves it off.
+   * @default false
+   */
+  traceIdsWithoutExport?: boolean;
 }
 
 /** A started telemetry; `shutdown()` it last. */
@@ -142,6 +149,12 @@ export async function startTelemetry(o: StartTelemetryOptions): Promise<Telemetr
 
   const target = traceExportTarget(config);
   if (!target) {
+    if (o.traceIdsWithoutExport && ownsGlobals) {
+      const sdkTrace = await import('@opentelemetry/sdk-trace');
+      // Sampled out at the root, following a sampled parent: ids flow, nothing is kept.
+      const sampler = new sdkTrace.ParentBasedSampler({ root: new sdkTrace.AlwaysOffSampler() });
+      trace.setGlobalTracerProvider(new sdkTrace.TracerProvider({ sampler }));
+    }
     return {
       mode: 'propagate',
       serviceName,

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import * as otel from '@opentelemetry/api';
 import {
   defineApi,
   headerNames,
@@ -138,6 +139,7 @@ describe('tracing across services', () => {
       shutdownTimeoutMs?: number;
       exportTimeoutMs?: number;
       batch?: { scheduledDelayMillis: number };
+      traceIdsWithoutExport?: boolean;
     } = {},
   ): Promise<T> {
     const telemetry = await startTelemetry({
@@ -147,6 +149,7 @@ describe('tracing across services', () => {
       batch: extra.batch ?? { scheduledDelayMillis: 20 },
       ...(extra.shutdownTimeoutMs ? { shutdownTimeoutMs: extra.shutdownTimeoutMs } : {}),
       ...(extra.exportTimeoutMs ? { exportTimeoutMs: extra.exportTimeoutMs } : {}),
+      ...(extra.traceIdsWithoutExport ? { traceIdsWithoutExport: true } : {}),
     });
     const chain = await startChain(server, telemetry);
     try {
@@ -330,6 +333,34 @@ describe('tracing across services', () => {
     } finally {
       await receiver.close();
     }
+  });
+
+  it('with traceIdsWithoutExport and no endpoint starts traces, ids only: nothing recorded, upstream ones kept', async () => {
+    await withTelemetry(
+      {},
+      async (telemetry) => {
+        assert.equal(telemetry.mode, 'propagate');
+        // No trace upstream: one is started, sampled out (flags 00), and reaches the next hop.
+        const plain = await request(client, caller, relay, { text: 'plain' });
+        assert.match(plain.traceparent ?? '', /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+        assert.notEqual(plain.traceparent?.split('-')[1], '0'.repeat(32));
+        const again = await request(client, caller, relay, { text: 'again' });
+        assert.notEqual(again.traceparent?.split('-')[1], plain.traceparent?.split('-')[1]);
+        // A trace started upstream (the caller's context) keeps its id and its sampled flag.
+        const traceId = 'e'.repeat(32);
+        const upstream = otel.trace.setSpanContext(otel.context.active(), {
+          traceId,
+          spanId: 'f'.repeat(16),
+          traceFlags: otel.TraceFlags.SAMPLED,
+          isRemote: true,
+        });
+        const traced = await otel.context.with(upstream, () =>
+          request(client, caller, relay, { text: 'traced' }),
+        );
+        assert.match(traced.traceparent ?? '', new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+      },
+      { traceIdsWithoutExport: true },
+    );
   });
 
   it('with OTEL_SDK_DISABLED does nothing at all: not even propagation', async () => {

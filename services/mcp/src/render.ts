@@ -88,7 +88,12 @@ export function structure(input: MessageInput): RenderedMessage {
     kind: m.kind,
     from: { id: m.sender.id, kind: m.sender.kind, ...(m.sender.name ? { name: m.sender.name } : {}) },
     sentAt: m.sentAt,
-    text: texts.join('\n\n'),
+    // A contact notice's own text is written for people (a CLI command, the reason unfenced): a
+    // model is told the tool instead, and gets the reason only inside `contact`, which is fenced.
+    text:
+      notice?.success && event === 'contact_request' && notice.data.request
+        ? `contact request ${notice.data.request.id} from ${notice.data.request.from} to ${notice.data.request.to}: answer it with the answer_contact_request tool (accept, reject or block)`
+        : texts.join('\n\n'),
     trusted: input.trusted,
     ...(m.provenance ? { provenance: m.provenance } : {}),
     mentions: m.mentions,

@@ -161,6 +161,10 @@ describe('parley mcp: two sessions and a human', () => {
     };
     assert.equal(n?.contact?.request.id, asked.request.id);
     assert.match(notice.text, /UNTRUSTED DATA\n"I would like you to review my billing refactor\."/);
+    // What the model reads (text and structured content) names the tool, not a CLI command.
+    assert.match(notice.text, /answer with answer_contact_request/);
+    assert.match((n as { text?: string }).text ?? '', /answer it with the answer_contact_request tool/);
+    assert.doesNotMatch(JSON.stringify(notice.got), /parley contact accept/);
     const pending = await reviewer.ok<{ incoming: { id: string }[] }>('pending_requests');
     assert.deepEqual(
       pending.incoming.map((q) => q.id),

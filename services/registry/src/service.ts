@@ -293,6 +293,18 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
       return { user, credentials };
     }),
 
+    bind(registryApi.listUsers, async (req, ctx) => {
+      const v = await viewerOf(ctx.caller);
+      const org = req.org ?? (v.kind === 'human' ? v.org : undefined);
+      if (!org) throw new ParleyError('INVALID_ARGUMENT', 'org is required');
+      if (!(await loadOrg(org)) || !canSeeHuman(v, { org })) throw notFound(org);
+      const users = [...(catalog.usersByOrg.get(org) ?? [])]
+        .map((id) => catalog.users.get(id)?.user)
+        .filter((u): u is NonNullable<typeof u> => u !== undefined)
+        .sort((a, b) => a.name.localeCompare(b.name) || (a.id < b.id ? -1 : 1));
+      return { users };
+    }),
+
     bind(registryApi.getUser, async (req, ctx) => {
       const v = await viewerOf(ctx.caller);
       const u = await loadUser(req.user);

@@ -21,6 +21,21 @@ export const StandaloneEnv = z.object({
   NATS_SERVER_BIN: z.string().optional().describe('nats-server binary. @default found on PATH'),
   PARLEY_NATS_PORT: envPort.default(4222).describe('NATS client port. @default 4222'),
   PARLEY_HTTP_PORT: envPort.default(7420).describe('Port of /healthz, /readyz and /metrics. @default 7420'),
+  PARLEY_STOP_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .default(20_000)
+    .describe(
+      'How long a stop (Ctrl-C, SIGTERM) may take before it gives up on what is left, stops nats-server regardless and exits 1. @default 20000',
+    ),
+  PARLEY_STARTED_AT_MS: z.coerce
+    .number()
+    .int()
+    .optional()
+    .describe(
+      'Set by npm start (scripts/start.mjs): when the command began (Unix ms), so the banner reports the time from the command to healthy.',
+    ),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('warn')

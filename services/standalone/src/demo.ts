@@ -8,7 +8,13 @@
  */
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type AgentCardInput, isParleyError, registryApi, type Tracer } from '@parley/contracts';
+import {
+  type AgentCardInput,
+  governanceApi,
+  isParleyError,
+  registryApi,
+  type Tracer,
+} from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
 import { demoDelegation } from './demo-delegation.js';
@@ -66,56 +72,131 @@ type DemoIds = z.infer<typeof DemoState> & {
   creds: Record<'planner' | 'reviewer' | 'auditor', string>;
 };
 
+type DemoAgentName = 'planner' | 'reviewer' | 'auditor';
+
+/** The card fields the demo's steps rely on (discovery by skill, visibility, delegated scopes). */
+function cardFits(card: AgentCardInput, want: AgentCardInput): boolean {
+  const ids = (c: AgentCardInput) =>
+    (c.skills ?? [])
+      .map((s) => s.id)
+      .sort()
+      .join(',');
+  return (
+    card.name === want.name &&
+    (card.visibility ?? 'org') === (want.visibility ?? 'org') &&
+    ids(card) === ids(want) &&
+    (want.scopes ?? []).every((x) => card.scopes?.includes(x))
+  );
+}
+
 /**
  * The demo agents are registered like any other (card, inbox, their own minted creds), once; later
  * starts reuse them. The planner and the reviewer belong to the local admin; the auditor to dana, a
  * second person the admin adds to the local org, so consent is needed between it and the others.
+ *
+ * Between two starts a person may do anything to them with the CLI — rotate or revoke their creds
+ * (`parley connect … --name reviewer` rotates them), suspend, deregister, change their cards — so
+ * each start checks what the demo needs and repairs it: an agent that is gone, revoked or suspended
+ * is replaced by a new one, creds that no longer connect are rotated, a changed card is put back.
  */
-async function demoAgents(home: Home, admin: Agent, natsUrl: string): Promise<DemoIds> {
+async function demoAgents(
+  home: Home,
+  admin: Agent,
+  natsUrl: string,
+  out: (line: string) => void,
+): Promise<DemoIds> {
   const statePath = join(home.paths.home, 'demo.json');
   const saved = await readFile(statePath, 'utf8').then(
-    (t) => DemoState.parse(JSON.parse(t)),
+    (t) => DemoState.partial().parse(JSON.parse(t)),
     () => undefined,
   );
   const path = (name: string) => join(home.paths.credsDir, `${name}.creds`);
   const creds = { planner: path('planner'), reviewer: path('reviewer'), auditor: path('auditor') };
-  const usable = async (name: 'planner' | 'reviewer' | 'auditor', id: string | undefined) =>
-    id !== undefined &&
-    (await readFile(path(name), 'utf8').catch(() => '')) !== '' &&
-    (await admin.call(registryApi.getAgent, { agent: id }).then(
-      () => true,
-      () => false,
-    ));
   const write = async (name: string, content: string) => {
     await writeFile(path(name), content, { mode: 0o600 });
     await chmod(path(name), 0o600);
   };
-  const ids = { planner: saved?.planner ?? '', reviewer: saved?.reviewer ?? '' };
-  if (!saved || !(await usable('planner', saved.planner)) || !(await usable('reviewer', saved.reviewer))) {
-    for (const name of ['planner', 'reviewer'] as const) {
-      const created = await admin.call(registryApi.createAgent, { card: cards[name] });
-      ids[name] = created.agent.id;
-      await write(name, created.credentials.creds);
+  const connects = (file: string) =>
+    connect({ servers: natsUrl, creds: file, presence: false }).then(
+      (a) => a.close().then(() => true),
+      () => false,
+    );
+  /** The saved agent when it still serves the demo (repaired), else a new one made by `owner`. */
+  const ensure = async (name: DemoAgentName, owner: Agent, id: string | undefined): Promise<string> => {
+    let found = id
+      ? (
+          await owner.call(registryApi.getAgent, { agent: id }).catch((err: unknown) => {
+            if (isParleyError(err, 'NOT_FOUND')) return undefined;
+            throw err;
+          })
+        )?.agent
+      : undefined;
+    if (found?.status === 'suspended') {
+      await admin.call(governanceApi.resume, { agent: found.id, reason: 'the npm start demo runs it' });
+      out(`demo  resumed the ${name} (${found.id}): it was suspended`);
+    } else if (found?.status === 'revoked') {
+      // Revoked for good: a new one takes its place (and its name).
+      await owner.call(registryApi.deregisterAgent, { agent: found.id });
+      out(`demo  the ${name} (${found.id}) was revoked: a new ${name} takes its place`);
+      found = undefined;
     }
-  }
-  let { dana, auditor } = saved ?? {};
-  if (!dana || !auditor || !(await usable('auditor', auditor))) {
+    if (found) {
+      if (!cardFits(found.card, cards[name])) {
+        await owner.call(registryApi.updateAgent, {
+          agent: found.id,
+          revision: found.revision,
+          card: {
+            ...found.card,
+            ...cards[name],
+            scopes: [...new Set([...found.card.scopes, ...(cards[name].scopes ?? [])])],
+          },
+        });
+      }
+      if (!(await connects(path(name)))) {
+        await write(
+          name,
+          (await admin.call(governanceApi.rotateCredentials, { participant: found.id })).creds,
+        );
+        out(
+          `demo  the ${name}'s creds no longer worked (rotated or revoked since): new ones are in ${path(name)}`,
+        );
+      }
+      return found.id;
+    }
+    const created = await owner.call(registryApi.createAgent, { card: cards[name] }).catch((err: unknown) => {
+      // Someone else in the org took the name: the demo's agent goes by another one.
+      if (!isParleyError(err, 'CONFLICT')) throw err;
+      return owner.call(registryApi.createAgent, {
+        card: { ...cards[name], name: `${name}-${Date.now().toString(36)}` },
+      });
+    });
+    await write(name, created.credentials.creds);
+    return created.agent.id;
+  };
+  const planner = await ensure('planner', admin, saved?.planner);
+  const reviewer = await ensure('reviewer', admin, saved?.reviewer);
+  // dana acts through her own creds (saved at her creation); without working ones, a new dana.
+  let dana = saved?.dana;
+  let asDana =
+    dana && (await connects(path('dana')))
+      ? await connect({ servers: natsUrl, creds: path('dana'), presence: false })
+      : undefined;
+  if (!asDana) {
     const person = await admin.call(registryApi.createUser, {
       name: `dana-${Date.now().toString(36)}`,
       org: home.state.org.id,
     });
     dana = person.user.id;
     await write('dana', person.credentials.creds);
-    const asDana = await connect({ servers: natsUrl, creds: person.credentials.creds, presence: false });
-    try {
-      const created = await asDana.call(registryApi.createAgent, { card: cards.auditor });
-      auditor = created.agent.id;
-      await write('auditor', created.credentials.creds);
-    } finally {
-      await asDana.close();
-    }
+    asDana = await connect({ servers: natsUrl, creds: person.credentials.creds, presence: false });
   }
-  const state = { ...ids, dana, auditor };
+  let auditor: string;
+  try {
+    auditor = await ensure('auditor', asDana, saved?.dana === dana ? saved?.auditor : undefined);
+  } finally {
+    await asDana.close();
+  }
+  const state = { planner, reviewer, dana: dana as string, auditor };
   await writeFile(statePath, `${JSON.stringify(state, null, 2)}\n`);
   return { ...state, creds };
 }
@@ -129,13 +210,24 @@ export async function startDemo(o: {
   tracer?: (agent: string) => Tracer;
 }): Promise<Demo> {
   const admin = await connect({ servers: o.natsUrl, creds: o.home.paths.adminCreds, presence: false });
-  const ids = await demoAgents(o.home, admin, o.natsUrl).finally(() => admin.close());
+  const ids = await demoAgents(o.home, admin, o.natsUrl, o.out).finally(() => admin.close());
   const governance = await demoDelegation({ natsUrl: o.natsUrl, home: o.home, ids, out: o.out });
   const as = (name: 'planner' | 'reviewer' | 'auditor') =>
     connect({ servers: o.natsUrl, creds: ids.creds[name], ...(o.tracer ? { tracer: o.tracer(name) } : {}) });
   const planner: Agent = await as('planner');
   const reviewer: Agent = await as('reviewer');
   const auditor: Agent = await as('auditor');
+  // A block between the two since the last start (`parley contact block`) would stop the consent
+  // step: lifted, and said so.
+  for (const [side, name, other, otherName] of [
+    [reviewer, 'reviewer', ids.auditor, 'auditor'],
+    [auditor, 'auditor', ids.reviewer, 'reviewer'],
+  ] as const) {
+    if ((await side.contacts.list()).blocked.some((b) => b.participant === other)) {
+      await side.contacts.unblock(other);
+      o.out(`demo  the ${name} had blocked the ${otherName}: unblocked for the demo`);
+    }
+  }
   let reviewed!: () => void;
   const conversation = new Promise<void>((r) => {
     reviewed = r;

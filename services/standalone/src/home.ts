@@ -34,6 +34,8 @@ export function homePaths(home: string) {
     natsDir: join(home, 'nats'),
     natsConfig: join(home, 'nats', 'nats-server.conf'),
     natsLog: join(home, 'nats', 'nats-server.log'),
+    /** nats-server's pid file: how a later start finds a server a crashed run left behind. */
+    natsPid: join(home, 'nats', 'nats-server.pid'),
     operatorJwt: join(home, 'nats', 'operator.jwt'),
     jetstream: join(home, 'nats', 'jetstream'),
     resolver: join(home, 'nats', 'resolver'),

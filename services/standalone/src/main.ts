@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 /** `npm start`: the local Parley backbone. Run with --help for the flags. */
-import { relative } from 'node:path';
+import { join, relative } from 'node:path';
+import { isParleyError } from '@parley/contracts';
 import { createLogger } from '@parley/kit';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from './config.js';
 import { startDemo } from './demo.js';
-import { StartupError, startStandalone } from './standalone.js';
+import { StartupError, StopTimeoutError, startStandalone } from './standalone.js';
 
 const port = (flag: string) => (value: string) => {
   const n = Number(value);
@@ -58,7 +59,52 @@ const rel = (p: string) => {
   const r = relative(process.cwd(), p);
   return r.startsWith('..') ? p : r;
 };
-out(`Parley is running (ready in ${((Date.now() - started) / 1000).toFixed(1)} s).`);
+
+let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
+// Signals are handled from here on: the demo may still be running when Ctrl-C comes. The first
+// stops in order within PARLEY_STOP_TIMEOUT_MS; a second one (or the deadline) does not wait.
+let stopping = false;
+const shutdown = async (why: string, code = 0) => {
+  if (stopping) {
+    out(
+      `${why === 'error' ? 'an error during the stop' : `second signal (${why})`}: not waiting any longer; nats-server gets 2 s to stop, then is killed.`,
+    );
+    // SIGTERM first: a SIGKILLed nats-server can lose its last JetStream writes.
+    await standalone.nats?.stop(2000);
+    process.exit(1);
+  }
+  stopping = true;
+  out(
+    `\n${why}: stopping services, draining NATS connections, stopping nats-server… (a second Ctrl-C forces it)`,
+  );
+  try {
+    // The demo agents' connections drain on the same server (none to drain when it is gone):
+    // bounded, like the rest of the stop.
+    if (standalone.nats?.running !== false) {
+      await Promise.race([demo?.stop(), new Promise((r) => setTimeout(r, 3000).unref())]);
+    }
+    await standalone.stop({ deadlineMs: config.PARLEY_STOP_TIMEOUT_MS });
+  } catch (err) {
+    process.stderr.write(`parley: ${err instanceof StopTimeoutError ? err.message : (err as Error).stack}\n`);
+    process.exit(1);
+  }
+  out('stopped.');
+  process.exit(code);
+};
+process.on('SIGINT', () => void shutdown('SIGINT'));
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+// An error nothing caught must not leave nats-server running (nor a backbone half up): stop, exit 1.
+const crash = (err: unknown) => {
+  process.stderr.write(`parley: unexpected error, stopping: ${(err as Error)?.stack ?? String(err)}\n`);
+  void shutdown('error', 1);
+};
+process.on('uncaughtException', crash);
+process.on('unhandledRejection', crash);
+
+const since = config.PARLEY_STARTED_AT_MS;
+out(
+  `Parley is running (ready in ${((Date.now() - started) / 1000).toFixed(1)} s${since ? `; ${((Date.now() - since) / 1000).toFixed(1)} s since npm start` : ''}).`,
+);
 out();
 out(`  NATS (JetStream, operator mode)  ${standalone.natsUrl}   log: ${rel(home.paths.natsLog)}`);
 out(
@@ -69,45 +115,56 @@ if (standalone.telemetry?.exportTo) {
 }
 out(`  services                         ${standalone.services.map((s) => s.name).join(', ')}`);
 out(
-  `  state                            ${rel(home.paths.home)} (${home.firstRun ? 'new keys generated' : 'keys reused'})`,
+  `  state                            ${rel(home.paths.home)} (${home.firstRun ? 'new keys generated' : 'keys reused'}; where it runs: ${rel(join(home.paths.home, 'run.json'))})`,
 );
 out(
   `  admin creds                      ${rel(home.paths.adminCreds)}  (${home.state.admin.id}, org ${home.state.org.id})`,
 );
+if (standalone.reclaimed) out(`  note                             ${standalone.reclaimed}`);
 out();
-let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
-// Signals are handled from here on: the demo may still be running when Ctrl-C comes.
-let stopping = false;
-const shutdown = async (signal: string) => {
-  if (stopping) return;
-  stopping = true;
-  out(`\n${signal}: stopping services, draining NATS connections, stopping nats-server…`);
-  await demo?.stop();
-  await standalone.stop();
-  out('stopped.');
-  process.exit(0);
-};
-process.on('SIGINT', () => void shutdown('SIGINT'));
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
 if (opts.demo) {
   const telemetry = standalone.telemetry;
-  demo = await startDemo({
-    natsUrl: standalone.natsUrl,
-    home,
-    out,
-    ...(telemetry?.mode === 'export' ? { tracer: (agent: string) => telemetry.tracer(agent) } : {}),
-  });
-  await Promise.race([demo.finished, new Promise((r) => setTimeout(r, 10_000))]);
+  // The demo is a show on top of a running backbone: whatever goes wrong in it, the backbone stays.
+  try {
+    demo = await startDemo({
+      natsUrl: standalone.natsUrl,
+      home,
+      out,
+      ...(telemetry?.mode === 'export' ? { tracer: (agent: string) => telemetry.tracer(agent) } : {}),
+    });
+    const done = await Promise.race([
+      demo.finished.then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), 10_000).unref()),
+    ]);
+    if (!done) out('demo  is still running after 10 s (its lines follow as they come)');
+  } catch (err) {
+    out(
+      `demo  did not run: ${isParleyError(err) ? `${err.code}: ${err.message}` : (err as Error).message} (Parley itself runs; --no-demo skips the demo)`,
+    );
+    await demo?.stop();
+    demo = undefined;
+  }
   out();
 }
+// The commands below must work as printed in another terminal: the CLI finds this backbone through
+// the home's run.json, and the home through PARLEY_HOME unless it is ./.parley.
+const defaultHome = join(process.cwd(), '.parley') === home.paths.home;
+const tryLines = [
+  `curl ${standalone.httpUrl}/healthz`,
+  ...(defaultHome
+    ? []
+    : [`export PARLEY_HOME=${home.paths.home}   # the CLI finds this backbone through it`]),
+  'npx parley whoami                       # you are the local admin',
+  ...(demo
+    ? [
+        'npx parley tail --count 6               # the demo conversation, from your inbox',
+        `npx parley contact list --as ${rel(home.paths.credsDir)}/auditor.creds  # the demo's consent step`,
+        'npx parley usage --by room              # what the demo agents reported, by room',
+      ]
+    : []),
+  'npx parley room create "my room" --json  # then: npx parley send <room> hello',
+];
 out('Try, in another terminal:');
-out(`  curl ${standalone.httpUrl}/healthz`);
-out('  npx parley whoami                       # you are the local admin');
-if (demo) {
-  out('  npx parley tail --count 6               # the demo conversation, from your inbox');
-  out(`  npx parley contact list --as ${rel(home.paths.credsDir)}/auditor.creds  # the demo's consent step`);
-  out('  npx parley usage --by room              # what the demo agents reported, by room');
-}
-out('  npx parley room create "my room" --json  # then: npx parley send <room> hello');
+for (const l of tryLines) out(`  ${l}`);
 out();
 out('Ctrl-C stops everything; the next start reuses the keys and data.');

@@ -81,6 +81,8 @@ export interface NatsServerConfig {
   /** JetStream limits. @default 1 GiB memory, 20 GiB file */
   maxMemory?: string;
   maxFile?: string;
+  /** Where the server writes its pid. */
+  pidFile?: string;
   /** Extra lines appended verbatim. */
   extra?: string;
 }
@@ -97,6 +99,7 @@ export function renderNatsConfig(c: NatsServerConfig): string {
     'max_payload: 1MB',
   ];
   if (c.monitorPort !== undefined) lines.push(`http: ${q(`${c.host}:${c.monitorPort}`)}`);
+  if (c.pidFile !== undefined) lines.push(`pid_file: ${q(c.pidFile)}`);
   lines.push(
     'jetstream {',
     `  store_dir: ${q(c.storeDir)}`,
@@ -151,6 +154,8 @@ export interface NatsServerProcess {
   readonly config: NatsServerConfig;
   /** Resolves when the process has exited. */
   readonly exited: Promise<number | null>;
+  /** False once the process has exited. */
+  readonly running: boolean;
   /** SIGTERM, then SIGKILL after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
   /** SIGKILL at once (crash simulation). */
@@ -215,6 +220,9 @@ export async function startNatsServer(o: StartNatsServerOptions): Promise<NatsSe
     pid: child.pid,
     config: o.config,
     exited,
+    get running() {
+      return child.exitCode === null && child.signalCode === null;
+    },
     stop: (graceMs = 10_000) => signal('SIGTERM', graceMs),
     kill9: () => signal('SIGKILL', 0),
   };

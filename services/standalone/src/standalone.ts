@@ -5,9 +5,10 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type ConsentConfig, defaultConfig as consentDefaults, createConsentService } from '@parley/consent';
-import { type BackboneOptions, serviceId } from '@parley/contracts';
+import { type BackboneOptions, buckets, serviceId } from '@parley/contracts';
 import {
   accountSigner,
   createGovernanceService,
@@ -35,12 +36,32 @@ import {
 import { createMcpService, registerMcpHttp } from '@parley/mcp';
 import { createRegistryService } from '@parley/registry';
 import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
-import { type Home, openHome } from './home.js';
+import { type Home, homePaths, openHome } from './home.js';
 import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from './nats-server.js';
+import { HomeInUseError, reclaimHome, removeRun, writeRun } from './run-file.js';
 
 /** A problem the person starting Parley can fix; printed without a stack trace. */
 export class StartupError extends Error {
   override name = 'StartupError';
+}
+
+/** {@link Standalone.stop} ran out of time: `pending` names what did not stop by the deadline. */
+export class StopTimeoutError extends Error {
+  override name = 'StopTimeoutError';
+  constructor(
+    readonly pending: string[],
+    readonly deadlineMs: number,
+  ) {
+    super(
+      `did not stop within ${(deadlineMs / 1000).toFixed(0)} s: ${pending.join(', ')} (nats-server was stopped regardless)`,
+    );
+  }
+}
+
+/** Options of {@link Standalone.stop}. */
+export interface StopOptions {
+  /** The whole stop's deadline; past it, what is left is abandoned and nats-server killed. @default 30000 */
+  deadlineMs?: number;
 }
 
 /** Options of {@link startStandalone}. */
@@ -98,14 +119,31 @@ export interface Standalone {
    * Services reconnect by themselves.
    */
   restartNats(options?: { kill?: boolean }): Promise<void>;
-  /** Stops services, drains connections, stops nats-server, flushes telemetry. */
-  stop(): Promise<void>;
+  /**
+   * A sentence saying what this start cleaned up from an earlier run that crashed (a nats-server it
+   * left behind), if anything.
+   */
+  reclaimed: string | undefined;
+  /**
+   * Stops services, drains connections, stops nats-server, flushes telemetry, removes run.json.
+   * Bounded by `deadlineMs`: past it, rejects with {@link StopTimeoutError} naming what did not stop,
+   * after killing nats-server. Calling it again returns the same stop.
+   */
+  stop(options?: StopOptions): Promise<void>;
 }
 
 /** Starts the local backbone. */
 export async function startStandalone(o: StandaloneOptions): Promise<Standalone> {
   const host = o.host ?? '127.0.0.1';
   const log = o.log;
+  // Before the ports are checked: a nats-server a crashed run left behind holds one of them.
+  let reclaimed: string | undefined;
+  try {
+    reclaimed = o.natsServers ? undefined : await reclaimHome(homePaths(o.home), log);
+  } catch (err) {
+    if (err instanceof HomeInUseError) throw new StartupError(err.message);
+    throw err;
+  }
   for (const [port, flag] of [
     [o.natsPort, '--nats-port'],
     [o.httpPort, '--http-port'],
@@ -145,6 +183,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       host,
       port: o.natsPort,
       storeDir: paths.jetstream,
+      pidFile: paths.natsPid,
       operator: {
         operatorJwtPath: paths.operatorJwt,
         systemAccount: pub.systemAccount,
@@ -163,14 +202,91 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   let telemetry: Telemetry | undefined;
   let jsm: JetStreamManager | undefined;
 
-  const stop = async () => {
-    // HTTP first: MCP sessions on it still need their connection to give back what they held.
-    await http?.close();
+  const startedAt = new Date().toISOString();
+  const runInfo = () => ({
+    pid: process.pid,
+    ...(nats?.pid ? { natsPid: nats.pid } : {}),
+    natsUrl,
+    httpUrl: `http://${host}:${o.httpPort}`,
+    home: paths.home,
+    startedAt,
+  });
+  // A Node process that dies (an uncaught error) takes its nats-server child with it.
+  const onExit = () => {
+    if (nats?.running && nats.pid) {
+      try {
+        process.kill(nats.pid, 'SIGTERM');
+      } catch {}
+    }
+  };
+  process.on('exit', onExit);
+
+  let stopping: Promise<void> | undefined;
+  const stop = (options: StopOptions = {}): Promise<void> => {
+    stopping ??= stopAll(options.deadlineMs ?? 30_000);
+    return stopping;
+  };
+  const stopAll = async (deadlineMs: number) => {
+    const deadline = Date.now() + deadlineMs;
+    const pending: string[] = [];
+    /**
+     * Runs one step within what is left of the deadline, and at most `boundMs`: a step still running
+     * then is abandoned (named in the error).
+     */
+    const step = async (name: string, fn: () => Promise<unknown>, boundMs = 10_000) => {
+      const left = Math.min(boundMs, deadline - Date.now());
+      if (left <= 0) {
+        pending.push(name);
+        return;
+      }
+      let timer: NodeJS.Timeout | undefined;
+      const done = await Promise.race([
+        Promise.resolve()
+          .then(fn)
+          .then(
+            () => true,
+            (err: unknown) => {
+              log.warn({ err }, `${name}: stop failed`);
+              return true;
+            },
+          ),
+        new Promise<boolean>((r) => {
+          timer = setTimeout(() => r(false), left);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (!done) pending.push(name);
+    };
+    // With nats-server gone (it crashed, or was killed) every drain and flush would wait for a
+    // reconnect that never comes: the connections are closed first, so the services' own
+    // unsubscribes fail at once instead of hanging.
+    const natsGone = nats !== undefined && !nats.running;
+    if (natsGone) await Promise.allSettled(connections.map((nc) => nc.close()));
+    // HTTP first: MCP sessions on it still need their connection to give back what they held. A
+    // client that does not read its response (or holds a stream open) gets 2 s, then is cut off.
+    if (http) {
+      const server = http;
+      await step('the HTTP server', () => {
+        const cut = setTimeout(() => server.server.closeAllConnections(), 2000);
+        return server.close().finally(() => clearTimeout(cut));
+      });
+    }
+    // A service may take what is left of the deadline (a slow stop under load is not a stuck one);
+    // what it leaves undone is named, and nats-server is stopped regardless.
     for (const s of [...services].reverse())
-      await s.stop().catch((err) => log.warn({ err }, 'service stop failed'));
-    await Promise.allSettled(connections.map((nc) => nc.drain()));
-    await nats?.stop();
-    await telemetry?.shutdown();
+      await step(`the ${s.name} service`, () => s.stop(), Number.POSITIVE_INFINITY);
+    await step(
+      'the NATS connections',
+      () => Promise.allSettled(connections.map((nc) => (pending.length ? nc.close() : nc.drain()))),
+      Number.POSITIVE_INFINITY,
+    );
+    if (pending.length) await Promise.allSettled(connections.map((nc) => nc.close()));
+    // nats-server is never left behind: past the deadline it gets a short grace, then SIGKILL.
+    await nats?.stop(Math.max(1000, Math.min(10_000, deadline - Date.now())));
+    if (telemetry) await step('telemetry', () => (telemetry as Telemetry).shutdown(), 3000);
+    process.off('exit', onExit);
+    await removeRun(paths).catch(() => undefined);
+    if (pending.length) throw new StopTimeoutError(pending, deadlineMs);
   };
 
   try {
@@ -179,6 +295,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
         config: o.telemetry,
         serviceName: 'parley-standalone',
         log,
+        // Without a collector, messages still get trace ids: `parley trace` works on a default start.
+        traceIdsWithoutExport: true,
         ...(o.telemetryBatch ? { batch: o.telemetryBatch } : {}),
       });
     }
@@ -223,6 +341,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const setup = await connectAs('standalone');
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
     jsm = await jetstreamManager(setup);
+    await releaseStaleLeases(setup, log);
     // The local admin takes part like anyone else: it needs an inbox.
     await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
     log.debug({ report }, 'backbone ready');
@@ -253,7 +372,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       log,
       ...observe('rooms'),
       config: roomsDefaults({
-        PARLEY_REPLICA_ID: 'standalone',
+        PARLEY_REPLICA_ID: REPLICA_ID,
         ...(o.backbone?.partitions ? { PARLEY_PARTITIONS: o.backbone.partitions } : {}),
         ...(o.backbone?.leaseTtlMs ? { PARLEY_LEASE_TTL_MS: o.backbone.leaseTtlMs } : {}),
         ...o.rooms,
@@ -304,8 +423,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       ...(o.mcpAllowedHosts ? { allowedHosts: o.mcpAllowedHosts } : {}),
     });
     await http.listen({ host, port: o.httpPort });
+    await writeRun(paths, runInfo());
   } catch (err) {
-    await stop();
+    await stop().catch((e: unknown) => log.warn({ err: e }, 'stop after a failed start'));
     throw err;
   }
   if (!jsm) throw new Error('unreachable: backbone not set up');
@@ -320,14 +440,40 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     metrics,
     telemetry,
     jsm,
+    reclaimed,
     async restartNats({ kill = false } = {}) {
       if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
       if (kill) await nats.kill9();
       else await nats.stop();
       nats = await startNatsServer(natsOptions);
+      await writeRun(paths, runInfo());
     },
     stop,
   };
+}
+
+/** The rooms replica id of the standalone process. */
+const REPLICA_ID = 'standalone';
+
+/**
+ * Hands back the fan-out leases a crashed run of this backbone never gave back. Only one backbone
+ * runs per home (run.json sees to it), so a lease held under its replica id at start is stale; left
+ * alone, it would hold delivery back until it expires and the next balancing round (up to two lease
+ * TTLs: ~12 s by default) — a restart after a crash would look like messages going nowhere.
+ */
+async function releaseStaleLeases(nc: NatsConnection, log: Logger): Promise<void> {
+  const kv = await new Kvm(nc).open(buckets.leases);
+  let released = 0;
+  for await (const key of await kv.keys()) {
+    if (!key.startsWith('fanout.') && key !== `replica.${REPLICA_ID}`) continue;
+    const e = await kv.get(key);
+    if (e?.operation !== 'PUT') continue;
+    const holder = (e.json() as { replica?: unknown }).replica;
+    if (holder !== REPLICA_ID) continue;
+    await kv.delete(key, { previousSeq: e.revision }).catch(() => undefined);
+    released++;
+  }
+  if (released) log.info({ released }, 'released the fan-out leases a crashed run left');
 }
 
 /**

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import {
   type AgentCardInput,
   governanceApi,
+  isParleyError,
   ParleyError,
   RuntimeKind,
   registryApi,
@@ -10,16 +11,66 @@ import {
 import { type Command, Option } from 'commander';
 import type { CliContext } from '../context.js';
 import { assertWritable, writeCredsFile } from '../creds-file.js';
-import { formatAgent, formatListings } from './listing.js';
+import { formatAgent, formatAgentCard, formatListings } from './listing.js';
 
-interface CreateOptions {
-  owner?: string;
+interface CardOptions {
   skill?: string[];
-  card?: string;
+  scope?: string[];
+  tool?: string[];
   runtime?: AgentCardInput['runtime'];
   visibility?: AgentCardInput['visibility'];
   description?: string;
+}
+
+interface CreateOptions extends CardOptions {
+  owner?: string;
+  card?: string;
   out: string;
+}
+
+interface UpdateOptions extends CardOptions {
+  name?: string;
+  card?: string;
+  removeSkill?: string[];
+  removeScope?: string[];
+  removeTool?: string[];
+}
+
+const union = (a: unknown, add: string[] = [], remove: string[] = []): string[] => {
+  const base = Array.isArray(a) ? a.filter((x): x is string => typeof x === 'string') : [];
+  return [...new Set([...base, ...add])].filter((x) => !remove.includes(x));
+};
+
+/** Applies the card flags to a card (JSON from --card, or the registered card). */
+function applyCardOptions(card: Record<string, unknown>, o: CardOptions & Partial<UpdateOptions>): void {
+  if (o.name !== undefined) card.name = o.name;
+  if (o.description !== undefined) card.description = o.description;
+  if (o.runtime) card.runtime = o.runtime;
+  if (o.visibility) card.visibility = o.visibility;
+  if (o.skill?.length || o.removeSkill?.length) {
+    const existing = Array.isArray(card.skills) ? (card.skills as { id?: unknown }[]) : [];
+    const ids = new Set(existing.map((s) => s.id));
+    card.skills = [
+      ...existing.filter((s) => !o.removeSkill?.includes(String(s.id))),
+      ...(o.skill ?? []).filter((id) => !ids.has(id)).map((id) => ({ id, name: id })),
+    ];
+  }
+  if (o.scope?.length || o.removeScope?.length) card.scopes = union(card.scopes, o.scope, o.removeScope);
+  if (o.tool?.length || o.removeTool?.length) card.tools = union(card.tools, o.tool, o.removeTool);
+}
+
+/** The card flags `agent create` and `agent update` share. */
+function cardFlags(cmd: Command, verb: 'offers' | 'adds'): Command {
+  return cmd
+    .option('--skill <id...>', `skill ids it ${verb === 'offers' ? 'offers' : 'adds'} (repeatable)`)
+    .option(
+      '--scope <scope...>',
+      `scopes its card lists (${verb === 'offers' ? 'what it may be delegated' : 'added'}), e.g. 'tickets:*'`,
+    )
+    .option('--tool <name...>', `tools it declares${verb === 'adds' ? ' (added)' : ''}`)
+    .addOption(new Option('--runtime <kind>', 'the runtime it runs in').choices(RuntimeKind.options))
+    .addOption(new Option('--visibility <v>', 'who may find it').choices(Visibility.options))
+    .option('--description <text>', 'what it does');
 }
 
 async function readCard(path: string): Promise<Record<string, unknown>> {
@@ -38,55 +89,45 @@ async function readCard(path: string): Promise<Record<string, unknown>> {
   }
 }
 
-/** `parley agent create|list|show|rotate|revoke|deregister`. */
+/** `parley agent create|list|show|update|rotate|revoke|deregister`. */
 export function registerAgentCommands(program: Command, ctx: CliContext): void {
   const agentCmd = program.command('agent').description('agents: onboarding, inventory, credentials');
 
-  agentCmd
-    .command('create <name>')
-    .description(
-      'register an agent, create its inbox and write its creds, once: then connect({ creds }) just works',
-    )
-    .requiredOption('--out <file>', 'where to write the creds file (mode 0600; never overwritten)')
-    .option('--owner <usrId>', 'the human who owns it (default: you; an admin may name someone in the org)')
-    .option('--skill <id...>', 'skill ids it offers (repeatable)')
-    .option('--card <file>', 'an agent card (JSON, A2A-compatible plus runtime/tools/scopes/visibility)')
-    .addOption(new Option('--runtime <kind>', 'the runtime it runs in').choices(RuntimeKind.options))
-    .addOption(new Option('--visibility <v>', 'who may find it').choices(Visibility.options))
-    .option('--description <text>', 'what it does')
-    .action(async (name: string, o: CreateOptions, cmd: Command) => {
-      const out = assertWritable(o.out);
-      const card: Record<string, unknown> = o.card ? await readCard(o.card) : {};
-      card.name = name;
-      if (o.description !== undefined) card.description = o.description;
-      if (o.runtime) card.runtime = o.runtime;
-      if (o.visibility) card.visibility = o.visibility;
-      if (o.skill?.length) {
-        const existing = Array.isArray(card.skills) ? (card.skills as { id?: unknown }[]) : [];
-        const ids = new Set(existing.map((s) => s.id));
-        card.skills = [...existing, ...o.skill.filter((id) => !ids.has(id)).map((id) => ({ id, name: id }))];
-      }
-      await ctx.withAgent(cmd, async (agent) => {
-        const r = await agent.call(registryApi.createAgent, {
-          card: card as AgentCardInput,
-          ...(o.owner ? { owner: o.owner } : {}),
-        });
-        await writeCredsFile(out, r.credentials.creds);
-        ctx.print(
-          cmd,
-          {
-            id: r.agent.id,
-            name: r.agent.card.name,
-            owner: r.agent.owner,
-            org: r.agent.org,
-            revision: r.agent.revision,
-            creds: out,
-            userPublicKey: r.credentials.userPublicKey,
-          },
-          (a) => `${a.id}  ${a.name}  owner ${a.owner}\ncreds written to ${out} (0600)`,
-        );
+  cardFlags(
+    agentCmd
+      .command('create <name>')
+      .description(
+        'register an agent, create its inbox and write its creds, once: then connect({ creds }) just works',
+      )
+      .requiredOption('--out <file>', 'where to write the creds file (mode 0600; never overwritten)')
+      .option('--owner <usrId>', 'the human who owns it (default: you; an admin may name someone in the org)')
+      .option('--card <file>', 'an agent card (JSON, A2A-compatible plus runtime/tools/scopes/visibility)'),
+    'offers',
+  ).action(async (name: string, o: CreateOptions, cmd: Command) => {
+    const out = assertWritable(o.out);
+    const card: Record<string, unknown> = o.card ? await readCard(o.card) : {};
+    applyCardOptions(card, { ...o, name });
+    await ctx.withAgent(cmd, async (agent) => {
+      const r = await agent.call(registryApi.createAgent, {
+        card: card as AgentCardInput,
+        ...(o.owner ? { owner: o.owner } : {}),
       });
+      await writeCredsFile(out, r.credentials.creds);
+      ctx.print(
+        cmd,
+        {
+          id: r.agent.id,
+          name: r.agent.card.name,
+          owner: r.agent.owner,
+          org: r.agent.org,
+          revision: r.agent.revision,
+          creds: out,
+          userPublicKey: r.credentials.userPublicKey,
+        },
+        (a) => `${a.id}  ${a.name}  owner ${a.owner}\ncreds written to ${out} (0600)`,
+      );
     });
+  });
 
   agentCmd
     .command('list')
@@ -118,6 +159,43 @@ export function registerAgentCommands(program: Command, ctx: CliContext): void {
         ctx.print(cmd, await agent.directory.getAgent(id), formatAgent);
       });
     });
+
+  cardFlags(
+    agentCmd
+      .command('update <agentId>')
+      .description(
+        'change an agent’s card (its owner): name, description, skills, scopes, tools, runtime, visibility',
+      )
+      .option('--name <name>', 'a new name')
+      .option('--card <file>', 'replace the whole card with this one (JSON); other flags apply on top')
+      .option('--remove-skill <id...>', 'skill ids to take off')
+      .option('--remove-scope <scope...>', 'scopes to take off')
+      .option('--remove-tool <name...>', 'tools to take off'),
+    'adds',
+  ).action(async (id: string, o: UpdateOptions, cmd: Command) => {
+    const replacement = o.card ? await readCard(o.card) : undefined;
+    await ctx.withAgent(cmd, async (agent) => {
+      // Compare-and-set on the revision: a concurrent change is read again and the flags re-applied.
+      for (let attempt = 0; ; attempt++) {
+        const { agent: current } = await agent.directory.getAgent(id);
+        const card: Record<string, unknown> = structuredClone(replacement ?? current.card);
+        if (replacement && card.name === undefined) card.name = current.card.name;
+        applyCardOptions(card, o);
+        try {
+          const updated = await agent.call(registryApi.updateAgent, {
+            agent: id,
+            revision: current.revision,
+            card: card as AgentCardInput,
+          });
+          ctx.print(cmd, updated, (a) => `card updated:\n${formatAgentCard(a)}`);
+          return;
+        } catch (err) {
+          if (attempt < 3 && isParleyError(err, 'CONFLICT')) continue;
+          throw err;
+        }
+      }
+    });
+  });
 
   agentCmd
     .command('rotate <agentId>')

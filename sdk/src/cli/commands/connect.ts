@@ -166,7 +166,7 @@ export function registerConnectCommands(program: Command, ctx: CliContext): void
           const t = await caller.call(mcpApi.createToken, { agent: agent.id, label: `${client} ${dir}` });
           entry = { transport: 'http', url: o.url as string, token: t.token };
           done.push(`minted HTTP token ${t.info.id} for ${agent.id}`);
-          undo.push(`(revoke the token: it acts as ${agent.id} until revoked)`);
+          undo.push(`npx parley token revoke ${t.info.id}   # the token acts as ${agent.id} until revoked`);
         } else {
           const pkg = findMcpPackage(dir) ?? findMcpPackage();
           if (!pkg) {

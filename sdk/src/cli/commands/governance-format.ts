@@ -35,7 +35,11 @@ export function formatUsage(r: ApiResponse<typeof governanceApi.usage>): string 
     `usage by ${r.by}, ${period} (UTC)`,
     table(
       [r.by.toUpperCase(), 'INPUT TOKENS', 'OUTPUT TOKENS', 'COST', 'REPORTS'],
-      [...r.rows.map((u) => row(u.key, u)), row('total', r.total)],
+      // The wire's `-` is usage reported outside any room.
+      [
+        ...r.rows.map((u) => row(r.by === 'room' && u.key === '-' ? 'no room' : u.key, u)),
+        row('total', r.total),
+      ],
     ),
   ].join('\n');
 }

@@ -1,4 +1,4 @@
-import { governanceApi, readDelegationToken } from '@parley/contracts';
+import { governanceApi, mcpApi, ParleyError, readDelegationToken } from '@parley/contracts';
 import { type Command, Option } from 'commander';
 import type { CliContext } from '../context.js';
 import { formatChain, formatUsage } from './governance-format.js';
@@ -110,12 +110,20 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
   token
     .command('revoke [jti]')
     .description(
-      'revoke a token (and every token exchanged from it), or --principal: every token of a participant',
+      'revoke a delegation token (and every token exchanged from it), or --principal: every token of a participant; an MCP HTTP token by its id (mtk_…, what parley connect --transport http mints)',
     )
     .option('--principal <id>', 'revoke every token this participant takes part in')
     .option('--reason <text>', 'why', 'revoked')
     .action(async (jti: string | undefined, o: { principal?: string; reason: string }, cmd: Command) => {
-      if (!jti === !o.principal) throw new Error('give a jti or --principal <id>, not both');
+      if (!jti === !o.principal)
+        throw new ParleyError('INVALID_ARGUMENT', 'give a jti (or mtk_… id) or --principal <id>, not both');
+      if (jti?.startsWith('mtk_')) {
+        await ctx.withAgent(cmd, async (agent) => {
+          const r = await agent.call(mcpApi.revokeToken, { id: jti });
+          ctx.print(cmd, r, (v) => `${v.id}: ${v.revoked ? 'MCP token revoked' : 'already revoked'}`);
+        });
+        return;
+      }
       await ctx.withAgent(cmd, async (agent) => {
         const r = await agent.call(governanceApi.revokeToken, {
           ...(jti ? { jti } : { principal: o.principal as string }),
@@ -252,6 +260,18 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
         },
         cmd: Command,
       ) => {
+        const limitsGiven = [o.tokensPerDay, o.tokensPerMonth, o.costPerDay, o.costPerMonth].some(
+          (v) => v !== undefined,
+        );
+        if (!limitsGiven) {
+          throw new ParleyError(
+            'INVALID_ARGUMENT',
+            'a budget needs a limit: give --tokens-per-day, --tokens-per-month, --cost-per-day or --cost-per-month',
+          );
+        }
+        if (!o.agent === !o.owner) {
+          throw new ParleyError('INVALID_ARGUMENT', 'give --agent <agt_…> or --owner <usr_…> (one of them)');
+        }
         await ctx.withAgent(cmd, async (agent) => {
           const r = await agent.call(governanceApi.setBudget, {
             ...(o.agent ? { agent: o.agent } : {}),

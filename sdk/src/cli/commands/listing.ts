@@ -1,4 +1,4 @@
-import type { AgentListing } from '@parley/contracts';
+import type { Agent, AgentListing } from '@parley/contracts';
 
 /** One line per agent: id, name, owner, runtime, visibility, presence, activity, last seen. */
 export function formatListings(agents: AgentListing[]): string {
@@ -26,16 +26,25 @@ export function formatListings(agents: AgentListing[]): string {
     .join('\n');
 }
 
-/** A card in a few lines. */
-export function formatAgent({ agent, presence }: AgentListing): string {
+/** An agent's card in a few lines; `presence` adds its presence line. */
+export function formatAgentCard(agent: Agent, presence?: AgentListing['presence']): string {
   const c = agent.card;
   return [
     `${agent.id}  ${c.name}  (${c.runtime}, ${c.visibility}, ${agent.status})`,
     `owner ${agent.owner}  org ${agent.org}  revision ${agent.revision}`,
-    `presence ${presence.state}${presence.activity ? ` — ${presence.activity}` : ''}${presence.lastSeen ? `  last seen ${presence.lastSeen}` : ''}`,
+    ...(presence
+      ? [
+          `presence ${presence.state}${presence.activity ? ` — ${presence.activity}` : ''}${presence.lastSeen ? `  last seen ${presence.lastSeen}` : ''}`,
+        ]
+      : []),
     ...(c.description ? [c.description] : []),
     ...c.skills.map((s) => `  skill ${s.id}: ${s.name}${s.tags.length ? ` [${s.tags.join(', ')}]` : ''}`),
     ...(c.tools.length ? [`tools ${c.tools.join(', ')}`] : []),
     ...(c.scopes.length ? [`scopes ${c.scopes.join(', ')}`] : []),
   ].join('\n');
+}
+
+/** A listing (card and presence) in a few lines. */
+export function formatAgent({ agent, presence }: AgentListing): string {
+  return formatAgentCard(agent, presence);
 }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { CliContext, GlobalOptions } from '../context.js';
+import type { CliContext } from '../context.js';
 import { loadMcpServer } from '../mcp-package.js';
 
 /** `parley mcp`: the stdio MCP server of `@parley/mcp`, acting as the agent of `--creds`. */
@@ -23,7 +23,7 @@ export function registerMcpCommands(program: Command, ctx: CliContext): void {
         o: { creds: string; runtime: string; session: string; progressInterval: number },
         cmd: Command,
       ) => {
-        const g = cmd.optsWithGlobals<GlobalOptions>();
+        const g = ctx.globals(cmd);
         const run = ctx.mcp ?? (await loadMcpServer());
         await run({
           creds: o.creds,

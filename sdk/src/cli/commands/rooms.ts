@@ -1,4 +1,12 @@
-import type { HistoryEntry, Part, Room, RoomMessage } from '@parley/contracts';
+import { readFile } from 'node:fs/promises';
+import {
+  type HistoryEntry,
+  limits,
+  ParleyError,
+  type Part,
+  type Room,
+  type RoomMessage,
+} from '@parley/contracts';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import type { Delivery } from '../../delivery.js';
 import type { CliContext } from '../context.js';
@@ -9,6 +17,59 @@ const positiveInt = (flag: string) => (v: string) => {
   return n;
 };
 const collect = (v: string, acc: string[]) => [...acc, v];
+
+/**
+ * The text `parley send` sends: the words, stdin (`-`) or a file. Refused before anything is sent
+ * when empty or larger than a message may be (the protocol's default limits; a text part holds at
+ * most {@link limits.maxTextChars} characters, a message {@link limits.maxMessageBytes} bytes).
+ */
+async function messageText(words: string[], file: string | undefined, ctx: CliContext): Promise<string> {
+  let text: string;
+  let source: string;
+  if (file !== undefined) {
+    if (words.length)
+      throw new ParleyError('INVALID_ARGUMENT', 'give the text as words, - (stdin) or --file, not both');
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      throw new ParleyError('INVALID_ARGUMENT', `cannot read ${file}: ${(err as Error).message}`);
+    }
+    source = file;
+  } else if (words.length === 1 && words[0] === '-') {
+    text = await (ctx.io.readStdin ?? readProcessStdin)();
+    source = 'stdin';
+  } else {
+    text = words.join(' ');
+    source = 'the text';
+  }
+  if (text.trim() === '')
+    throw new ParleyError(
+      'INVALID_ARGUMENT',
+      `${source === 'the text' ? 'no text given' : `${source} is empty`}: give words, - (stdin) or --file <path>`,
+    );
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (text.length > limits.maxTextChars || bytes > limits.maxMessageBytes) {
+    throw new ParleyError(
+      'PAYLOAD_TOO_LARGE',
+      `${source} is ${text.length} characters (${bytes} bytes); a message holds at most ${limits.maxTextChars} characters of text and ${limits.maxMessageBytes} bytes: split it into several messages`,
+      {
+        details: {
+          size: bytes,
+          chars: text.length,
+          limit: limits.maxMessageBytes,
+          maxTextChars: limits.maxTextChars,
+        },
+      },
+    );
+  }
+  return text;
+}
+
+async function readProcessStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
 
 /** One line of text for a part. */
 function partText(p: Part): string {
@@ -139,14 +200,23 @@ export function registerRoomCommands(program: Command, ctx: CliContext): void {
     });
 
   program
-    .command('send <room> <text...>')
-    .description('send a message to a room; prints its id and position')
+    .command('send <room> [text...]')
+    .description(
+      'send a message to a room; prints its id and position. The text: the words given, - for stdin, or --file',
+    )
+    .option('--file <path>', 'send the text of this file (UTF-8)')
     .option('--mention <participantId>', 'mention a participant (repeatable)', collect, [])
     .option('--reply-to <messageId>', 'the message this answers')
     .action(
-      async (roomId: string, words: string[], o: { mention: string[]; replyTo?: string }, cmd: Command) => {
+      async (
+        roomId: string,
+        words: string[],
+        o: { mention: string[]; replyTo?: string; file?: string },
+        cmd: Command,
+      ) => {
+        const text = await messageText(words, o.file, ctx);
         await ctx.withAgent(cmd, async (agent) => {
-          const reply = await agent.rooms.room(roomId).send(words.join(' '), {
+          const reply = await agent.rooms.room(roomId).send(text, {
             mentions: o.mention,
             ...(o.replyTo ? { replyTo: o.replyTo } : {}),
           });

@@ -3,7 +3,20 @@ import { type Command, Option } from 'commander';
 import type { CliContext } from '../context.js';
 import { assertWritable, writeCredsFile } from '../creds-file.js';
 
-/** `parley user create`. */
+/** Rows as left-aligned columns. */
+function columns(rows: string[][]): string {
+  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** `parley user create|list`. */
 export function registerUserCommands(program: Command, ctx: CliContext): void {
   const user = program.command('user').description('humans');
   user
@@ -36,4 +49,27 @@ export function registerUserCommands(program: Command, ctx: CliContext): void {
         });
       },
     );
+  user
+    .command('list')
+    .description('the people of your organisation (the superadmin: of --org)')
+    .option('--org <org>', 'organisation id (org_…); default: yours')
+    .action(async (o: { org?: string }, cmd: Command) => {
+      await ctx.withAgent(cmd, async (agent) => {
+        const r = await agent.call(registryApi.listUsers, o.org ? { org: o.org } : {});
+        ctx.print(cmd, r, (v) =>
+          v.users.length === 0
+            ? '(no people)'
+            : columns([
+                ['ID', 'NAME', 'ROLE', 'ORG', 'EMAIL'],
+                ...v.users.map((u) => [
+                  u.id,
+                  u.name,
+                  u.superadmin ? `${u.role}, superadmin` : u.role,
+                  u.org,
+                  u.email ?? '',
+                ]),
+              ]),
+        );
+      });
+    });
 }
