@@ -79,11 +79,15 @@ export class ReplyMux {
       } catch (err) {
         clearTimeout(timer);
         this.#pending.delete(token);
+        const message = (err as Error).message;
         reject(
-          new ParleyError('UNAVAILABLE', `cannot publish to ${subject}: ${(err as Error).message}`, {
-            cause: err,
-            retryAfterMs: 500,
-          }),
+          // Too large for the server: retrying cannot help.
+          /max_payload/i.test(message)
+            ? new ParleyError('PAYLOAD_TOO_LARGE', `cannot publish to ${subject}: ${message}`, { cause: err })
+            : new ParleyError('UNAVAILABLE', `cannot publish to ${subject}: ${message}`, {
+                cause: err,
+                retryAfterMs: 500,
+              }),
         );
       }
     });
