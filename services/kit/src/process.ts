@@ -28,6 +28,8 @@ export interface RunServiceProcessOptions<C extends ProcessConfig> {
   /** Builds the service. */
   create: (deps: {
     nc: NatsConnection;
+    /** Another connection with the same credentials (the service drains what it opened). */
+    connect: (purpose: string) => Promise<NatsConnection>;
     log: Logger;
     config: C;
     tracer: Tracer;
@@ -66,18 +68,20 @@ export async function runServiceProcess<C extends ProcessConfig>(
     log,
   });
   const metrics = createMetrics();
-  const nc = await connectNats({
-    servers: serverList(config.NATS_URL),
-    name: `parley-${o.name}`,
-    principal: `svc_${o.name}`,
-    ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
-    log,
-  });
-  const service = await o.create({ nc, log, config, tracer: telemetry.tracer(o.name), metrics });
+  const connect = (purpose?: string) =>
+    connectNats({
+      servers: serverList(config.NATS_URL),
+      name: purpose ? `parley-${o.name}-${purpose}` : `parley-${o.name}`,
+      principal: `svc_${o.name}`,
+      ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
+      log,
+    });
+  const nc = await connect();
+  const service = await o.create({ nc, connect, log, config, tracer: telemetry.tracer(o.name), metrics });
   await service.start();
   const http = createHealthServer({
     log,
-    checks: { nats: () => !nc.isClosed(), [o.name]: () => service.ready() },
+    checks: { nats: () => !nc.isClosed(), [o.name]: () => service.ready(), ...service.checks },
     metrics,
   });
   await o.http?.(http, { service, log, config });

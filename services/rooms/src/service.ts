@@ -17,11 +17,12 @@ import type { RoomsConfig } from './config.js';
 import { createConsentGate } from './consent.js';
 import { createControlPlane } from './control.js';
 import { createDeadLetters } from './dlq.js';
-import { createFanout } from './fanout.js';
+import { createFanout, type FanoutConnection } from './fanout.js';
 import { delegationGuard } from './guards/delegation.js';
 import { type IngressReplicas, trackIngressReplicas } from './guards/ingress-replicas.js';
 import { rateLimitGuard } from './guards/rate-limit.js';
 import { roomPausedGuard } from './guards/room-paused.js';
+import { attachInbox } from './inbox-attach.js';
 import { type SendGuard, serveIngress } from './ingress.js';
 import { createNotices } from './notices.js';
 import { createParticipantDirectory } from './participants.js';
@@ -33,12 +34,20 @@ import { createRunawayDetector } from './runaway.js';
 /** What the rooms service needs. */
 export interface RoomsDeps extends ServiceTelemetry {
   nc: NatsConnection;
+  /**
+   * Opens another connection with the service's credentials (named after `purpose`): the fan-out
+   * gets its own, so its inbox writes never queue behind the ingress on one socket. Without it the
+   * fan-out shares `nc`.
+   */
+  connect?: (purpose: string) => Promise<NatsConnection>;
   log: Logger;
   config: RoomsConfig;
 }
 
 /** The rooms service: room lifecycle and membership, the ingress and the fan-out. */
-export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPartitions(): number[] } {
+export function createRoomsService(
+  deps: RoomsDeps,
+): ParleyService & { ownedPartitions(): number[]; unheldPartitions(): number[] } {
   const { config } = deps;
   const log = deps.log.child({ component: 'rooms' });
   let micro: MicroService | undefined;
@@ -50,6 +59,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
   let verifier: DelegationVerifier | undefined;
   let replicas: IngressReplicas | undefined;
   let started = false;
+  const ownConnections: NatsConnection[] = [];
 
   return {
     name: 'rooms',
@@ -114,6 +124,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           }),
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
           bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
+          bind(roomsApi.attachInbox, (req, ctx) => attachInbox(jsm, log, ctx.caller, req.session)),
         ],
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics },
       );
@@ -158,11 +169,18 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
         });
       }
       if (config.PARLEY_FANOUT) {
+        const connections: FanoutConnection[] = [];
+        for (let i = 0; deps.connect && i < config.PARLEY_FANOUT_CONNECTIONS; i++) {
+          const fnc = await deps.connect(`fanout-${i}`);
+          ownConnections.push(fnc);
+          connections.push({ nc: fnc, js: jetstream(fnc), jsm: await jetstreamManager(fnc) });
+        }
+        if (connections.length === 0) connections.push({ nc: deps.nc, js, jsm });
         fanout = createFanout({
           ...(deps.tracer ? { tracer: deps.tracer } : {}),
           ...(deps.metrics ? { metrics: deps.metrics } : {}),
-          js,
           jsm,
+          connections,
           rooms,
           leases,
           partitions: config.PARLEY_PARTITIONS,
@@ -200,6 +218,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       await micro?.stop();
       await deadLetters?.stop();
       await fanout?.stop();
+      await Promise.allSettled(ownConnections.splice(0).map((c) => c.drain()));
       await cache?.stop();
       await replicas?.stop();
       verifier?.stop();
@@ -207,6 +226,9 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       deregistrations?.unsubscribe();
     },
     ready: () => started,
+    // Every partition with entries waiting has a live holder (any replica's view of the leases).
+    checks: { fanout: () => (fanout?.unheld().length ?? 0) === 0 },
     ownedPartitions: () => fanout?.owned() ?? [],
+    unheldPartitions: () => fanout?.unheld() ?? [],
   };
 }

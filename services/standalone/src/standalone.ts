@@ -185,11 +185,11 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       ...(telemetry ? { tracer: telemetry.tracer(name) } : {}),
       metrics,
     });
-    const connectAs = async (name: string) => {
+    const connectAs = async (name: string, purpose?: string) => {
       const creds = await mintServiceCreds(keys, name);
       const nc = await connectNats({
         servers: serverList(natsUrl),
-        name: `parley-${name}`,
+        name: purpose ? `parley-${name}-${purpose}` : `parley-${name}`,
         principal: serviceId(name),
         creds: new TextEncoder().encode(creds.creds),
         log,
@@ -233,6 +233,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     });
     const rooms = createRoomsService({
       nc: await connectAs('rooms'),
+      connect: (purpose) => connectAs('rooms', purpose),
       log,
       ...observe('rooms'),
       config: roomsDefaults({
@@ -262,6 +263,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       checks: {
         nats: () => (nats === undefined || nats.pid !== undefined) && !setup.isClosed(),
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
+        ...Object.assign({}, ...services.map((s) => s.checks ?? {})),
       },
       metrics,
     });
