@@ -15,7 +15,7 @@
  * - Recipients are decided at the entry's position: membership events are applied in log order to a
  *   per-room view (membership intervals), persisted in `fanout.<room>` before the ack.
  * - Idempotence and fencing without the dedupe window: per (recipient, room) the fan-out knows the
- *   last room position it delivered and the inbox sequence it got (from the PubAck, or after a
+ *   last room position it delivered and the inbox sequence it got (from the StoredAck, or after a
  *   restart from a direct get of the subject's last message). A position already delivered is
  *   skipped; every publish carries `Nats-Expected-Last-Subject-Sequence`, so if two replicas ever
  *   believed they owned the partition, the server refuses the stale one's publish instead of
@@ -28,7 +28,6 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
-  type PubAck,
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { type NatsConnection, nanos, headers as natsHeaders } from '@nats-io/transport-node';
@@ -54,7 +53,7 @@ import {
   type Tracer,
   traceAttributes,
 } from '@parley/contracts';
-import { isKvConflict, type Logger, type ParleyMetrics } from '@parley/kit';
+import { isKvConflict, type JsPublisher, type Logger, type ParleyMetrics, type StoredAck } from '@parley/kit';
 import { createLeaseManager } from './leases.js';
 import { LruMap } from './lru.js';
 import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
@@ -65,6 +64,8 @@ export interface FanoutConnection {
   nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
+  /** Inbox writes (StoredAcks paired without an Error built per completed request). */
+  publisher: JsPublisher;
 }
 
 /** Settings of the fan-out. */
@@ -251,7 +252,7 @@ export function createFanout(o: FanoutOptions) {
     room: string,
     prevRoomSeq: number,
     expectedInboxSeq: number | undefined,
-  ): Promise<PubAck> {
+  ): Promise<StoredAck> {
     const { m, parent } = item;
     const span = startMessagingSpan(o.tracer, {
       operation: 'send',
@@ -280,7 +281,7 @@ export function createFanout(o: FanoutOptions) {
       if (prevRoomSeq > 0) h.set(headerNames.prevSeq, String(prevRoomSeq));
       h.set(headerNames.msgId, `${m.seq}:${recipient}`);
       if (expectedInboxSeq !== undefined) h.set(headerNames.expectedLastSubjectSeq, String(expectedInboxSeq));
-      const ack = await conn.js.publish(subjects.inbox(recipient, room), m.data, {
+      const ack = await conn.publisher.publish(subjects.inbox(recipient, room), m.data, {
         headers: h,
       });
       if (!ack.duplicate) o.metrics?.observeDelivery((Date.now() - m.info.timestampNanos / 1e6) / 1000);
@@ -310,7 +311,7 @@ export function createFanout(o: FanoutOptions) {
       const [first, ...rest] = todo;
       if (!first) return;
       if (attempt === 3) throw new Error(`inbox ${key} keeps changing under the fan-out`);
-      let fenced: PubAck;
+      let fenced: StoredAck;
       try {
         fenced = await publishOne(conn, first, recipient, room, c.roomSeq, c.inboxSeq);
       } catch (err) {

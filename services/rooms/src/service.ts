@@ -1,12 +1,13 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { buckets, ParleyError, RoomMessage, roomsApi, subjects } from '@parley/contracts';
+import { buckets, ParleyError, RoomMessage, roomsApi, serviceId, subjects } from '@parley/contracts';
 import {
   bind,
   createDelegationVerifier,
   createMicroService,
   type DelegationVerifier,
+  JsPublisher,
   type Logger,
   type MicroService,
   type ParleyService,
@@ -60,6 +61,9 @@ export function createRoomsService(
   let replicas: IngressReplicas | undefined;
   let started = false;
   const ownConnections: NatsConnection[] = [];
+  const publishers: JsPublisher[] = [];
+
+  const replyPrefix = subjects.replyPrefix(serviceId('rooms'));
 
   return {
     name: 'rooms',
@@ -155,8 +159,11 @@ export function createRoomsService(
               }),
               delegationGuard({ verifier, policy, js, log, metrics: deps.metrics }),
             ];
+        const publisher = new JsPublisher(deps.nc, replyPrefix);
+        await publisher.start();
+        publishers.push(publisher);
         serveIngress(micro, {
-          js,
+          publisher,
           jsm,
           rooms: cache,
           policy,
@@ -173,9 +180,17 @@ export function createRoomsService(
         for (let i = 0; deps.connect && i < config.PARLEY_FANOUT_CONNECTIONS; i++) {
           const fnc = await deps.connect(`fanout-${i}`);
           ownConnections.push(fnc);
-          connections.push({ nc: fnc, js: jetstream(fnc), jsm: await jetstreamManager(fnc) });
+          const publisher = new JsPublisher(fnc, replyPrefix);
+          await publisher.start();
+          publishers.push(publisher);
+          connections.push({ nc: fnc, js: jetstream(fnc), jsm: await jetstreamManager(fnc), publisher });
         }
-        if (connections.length === 0) connections.push({ nc: deps.nc, js, jsm });
+        if (connections.length === 0) {
+          const publisher = new JsPublisher(deps.nc, replyPrefix);
+          await publisher.start();
+          publishers.push(publisher);
+          connections.push({ nc: deps.nc, js, jsm, publisher });
+        }
         fanout = createFanout({
           ...(deps.tracer ? { tracer: deps.tracer } : {}),
           ...(deps.metrics ? { metrics: deps.metrics } : {}),
@@ -218,6 +233,7 @@ export function createRoomsService(
       await micro?.stop();
       await deadLetters?.stop();
       await fanout?.stop();
+      for (const p of publishers.splice(0)) p.close();
       await Promise.allSettled(ownConnections.splice(0).map((c) => c.drain()));
       await cache?.stop();
       await replicas?.stop();

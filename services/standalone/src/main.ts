@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** `npm start`: the local Parley backbone. Run with --help for the flags. */
 import { relative } from 'node:path';
+import { describeServer } from '@parley/contracts';
 import { createLogger } from '@parley/kit';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from './config.js';
@@ -61,6 +62,8 @@ const rel = (p: string) => {
 out(`Parley is running (ready in ${((Date.now() - started) / 1000).toFixed(1)} s).`);
 out();
 out(`  NATS (JetStream, operator mode)  ${standalone.natsUrl}   log: ${rel(home.paths.natsLog)}`);
+// The server version and the known defects that apply to it, with what Parley does (parley doctor).
+out(`  server                           ${describeServer(standalone.natsVersion)}`);
 out(
   `  health                           ${standalone.httpUrl}/healthz   metrics: ${standalone.httpUrl}/metrics`,
 );

@@ -81,6 +81,8 @@ export interface StandaloneOptions {
 /** A running backbone. */
 export interface Standalone {
   natsUrl: string;
+  /** The version nats-server reported at start (for the banner and its known defects). */
+  natsVersion: string;
   httpUrl: string;
   home: Home;
   /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
@@ -161,6 +163,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const metrics = createMetrics();
   let telemetry: Telemetry | undefined;
   let jsm: JetStreamManager | undefined;
+  let natsVersion = 'unknown';
 
   const stop = async () => {
     // HTTP first: MCP sessions on it still need their connection to give back what they held.
@@ -207,6 +210,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       return nc;
     };
     const setup = await connectAs('standalone');
+    natsVersion = setup.info?.version ?? 'unknown';
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
     jsm = await jetstreamManager(setup);
     // The local admin takes part like anyone else: it needs an inbox.
@@ -281,6 +285,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   if (!jsm) throw new Error('unreachable: backbone not set up');
   return {
     natsUrl,
+    natsVersion,
     httpUrl: `http://${host}:${o.httpPort}`,
     home,
     get nats() {
