@@ -11,18 +11,32 @@ import { after, before, describe, it } from 'node:test';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
   GUARDS_OFF,
+  reportRecovery,
   type ServiceProcess,
   startParley,
   startServiceProcess,
   type TestParley,
   waitFor,
+  worstDelayAfterRecovery,
 } from '@parley/test/harness';
 
 interface Member {
   id: string;
   agent: Agent;
-  /** room → handled (roomSeq, id) in handling order */
-  handled: Map<string, { seq: number; id: string }[]>;
+  /** room → handled (roomSeq, id, when) in handling order */
+  handled: Map<string, { seq: number; id: string; at: number }[]>;
+}
+
+/** When each accepted message was accepted (ms since the epoch), by id. */
+const acceptedAt = new Map<string, number>();
+
+/** Every member's first handling of each accepted message, with when it was accepted. */
+function timed(members: Member[]) {
+  return members.flatMap((m) =>
+    [...m.handled.values()]
+      .flat()
+      .map((h) => ({ acceptedAt: acceptedAt.get(h.id) ?? h.at, handledAt: h.at })),
+  );
 }
 
 async function member(parley: TestParley): Promise<Member> {
@@ -31,7 +45,7 @@ async function member(parley: TestParley): Promise<Member> {
   const m: Member = { id: p.id, agent, handled: new Map() };
   agent.on('message', (d: Delivery) => {
     const list = m.handled.get(d.room) ?? [];
-    list.push({ seq: d.roomSeq, id: d.message.id });
+    list.push({ seq: d.roomSeq, id: d.message.id, at: Date.now() });
     m.handled.set(d.room, list);
   });
   await agent.listening;
@@ -48,6 +62,7 @@ async function sendMany(agent: Agent, room: string, count: number, window: numbe
       const i = next++;
       try {
         const r = await agent.rooms.room(room).send(`m${i}`, { deadlineMs: 60_000 });
+        acceptedAt.set(r.id, Date.now());
         accepted.push(r.id);
         onAccepted();
       } catch (err) {
@@ -93,11 +108,13 @@ describe('reliability: nats-server killed -9 under traffic', () => {
     const r2 = await b.agent.rooms.create('r2', { members: [a.id, c.id] });
     let acceptedCount = 0;
     const kills: { at: number; restartedMs: number }[] = [];
+    let lastRestartAt = 0;
     const chaos = (async () => {
       for (const threshold of [2_000, 6_000]) {
         await waitFor(() => acceptedCount >= threshold, `${threshold} accepted messages`, 120_000);
         const t0 = Date.now();
         await parley.restartNats({ kill: true });
+        lastRestartAt = Date.now();
         kills.push({ at: acceptedCount, restartedMs: Date.now() - t0 });
       }
     })();
@@ -137,6 +154,7 @@ describe('reliability: nats-server killed -9 under traffic', () => {
     console.log(
       `reliability: ${total} accepted, ${failures.length} failed sends, kills at ${kills.map((k) => `${k.at} (restart ${k.restartedMs} ms)`).join(', ')}`,
     );
+    await reportRecovery('nats-server kill -9', worstDelayAfterRecovery(timed(members), lastRestartAt));
   });
 });
 
@@ -177,6 +195,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
     const room = await a.agent.rooms.create('replicas', { members: [b.id, c.id] });
     let acceptedCount = 0;
     const kills: number[] = [];
+    let lastRestartAt = 0;
     const chaos = (async () => {
       for (let k = 0; k < 4; k++) {
         const target = k % 2;
@@ -184,6 +203,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
         await replicas[target]?.kill9();
         kills.push(acceptedCount);
         replicas[target] = await startReplica(target);
+        lastRestartAt = Date.now();
       }
     })();
     const results = await Promise.all([
@@ -202,6 +222,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
     );
     assertExactlyOnceInOrder(members, accepted);
     console.log(`replica kills at ${kills.join(', ')} accepted messages; 3,000 accepted, 0 failed`);
+    await reportRecovery('rooms replicas kill -9', worstDelayAfterRecovery(timed(members), lastRestartAt));
   });
 });
 
@@ -242,11 +263,14 @@ describe('reliability: an agent killed -9 mid-stream', () => {
     const atKill = (await lines()).length;
     assert.ok(atKill < 400, 'the agent finished before it was killed');
     agent = await startAgentProcess(env);
+    const restartedAt = Date.now();
     await waitFor(
       async () => (await lines()).length >= 400,
       'the restarted agent to handle the rest',
       60_000,
     );
+    // Every message was accepted before the restart: the last one handled is the worst.
+    await reportRecovery('agent kill -9', Date.now() - restartedAt);
     await agent.kill9();
     const handled = (await lines()).map((l) => l.split(' '));
     assert.deepEqual(
