@@ -26,6 +26,18 @@ export class ReplyMux {
     replyPrefix: string,
   ) {
     this.#prefix = `${replyPrefix}.${nuid.next()}`;
+    void (async () => {
+      // A reply owed over a connection that was lost never comes: fail those requests now so the
+      // send path retries (under the same client id) as soon as the connection is back.
+      for await (const st of nc.status()) {
+        if (st.type !== 'disconnect') continue;
+        for (const p of this.#pending.values()) {
+          clearTimeout(p.timer);
+          p.reject(new ParleyError('UNAVAILABLE', 'the connection to NATS was lost', { retryAfterMs: 250 }));
+        }
+        this.#pending.clear();
+      }
+    })().catch(() => undefined);
   }
 
   #subscribe(): void {

@@ -25,7 +25,9 @@ export async function reportRecovery(
   worstMs: number,
   extra: Record<string, unknown> = {},
 ): Promise<void> {
-  console.log(`recovery: ${test}: worst delivery ${worstMs} ms after the last kill/restart`);
+  console.log(
+    `recovery: ${test}: worst delivery ${worstMs} ms after the last kill/restart${Object.keys(extra).length ? ` ${JSON.stringify(extra)}` : ''}`,
+  );
   const file = process.env.PARLEY_RECOVERY_REPORT;
   if (!file) return;
   const nodes = Number(process.env.PARLEY_TEST_NODES ?? 1);

@@ -63,6 +63,22 @@ export class JsPublisher {
     replyPrefix: string,
   ) {
     this.#prefix = `${replyPrefix}.jsp${nuid.next()}`;
+    void (async () => {
+      // A PubAck owed by a server we lost the connection to never comes: fail those publishes now
+      // (the caller retries) instead of after the timeout — after a kill -9 of nats-server that
+      // timeout was the longest wait of the fan-out's recovery.
+      for await (const st of nc.status()) {
+        if (st.type === 'disconnect') this.#failPending('the connection to nats-server was lost');
+      }
+    })().catch(() => undefined);
+  }
+
+  #failPending(reason: string): void {
+    for (const p of this.#pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(new JsPublishError(reason));
+    }
+    this.#pending.clear();
   }
 
   #subscribe(): void {
@@ -143,11 +159,7 @@ export class JsPublisher {
 
   /** Rejects what is pending and stops listening. */
   close(): void {
-    for (const p of this.#pending.values()) {
-      clearTimeout(p.timer);
-      p.reject(new JsPublishError('connection closing'));
-    }
-    this.#pending.clear();
+    this.#failPending('connection closing');
     this.#sub?.unsubscribe();
   }
 }

@@ -137,7 +137,7 @@ export function createFanout(o: FanoutOptions) {
    * version) or holds unacknowledged entries (a previous owner's: they would come back only after
    * the ack wait, behind newer ones).
    */
-  async function ensureConsumer(p: number): Promise<void> {
+  async function ensureConsumer(p: number): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
       durable_name: name,
@@ -155,9 +155,10 @@ export function createFanout(o: FanoutOptions) {
     });
     if (!info) {
       await o.jsm.consumers.add(streams.rooms, { ...base, deliver_policy: DeliverPolicy.All });
-      return;
+      return 0;
     }
-    if (info.config.deliver_subject === base.deliver_subject && info.num_ack_pending === 0) return;
+    if (info.config.deliver_subject === base.deliver_subject && info.num_ack_pending === 0)
+      return info.delivered.consumer_seq;
     const start = info.ack_floor.stream_seq + 1;
     await o.jsm.consumers.delete(streams.rooms, name);
     await o.jsm.consumers.add(streams.rooms, {
@@ -170,6 +171,7 @@ export function createFanout(o: FanoutOptions) {
       { partition: p, start, from: info.config.deliver_subject ?? 'pull', pending: info.num_ack_pending },
       'partition consumer recreated at its ack floor',
     );
+    return 0;
   }
 
   async function view(room: string): Promise<RoomView> {
@@ -423,6 +425,33 @@ export function createFanout(o: FanoutOptions) {
     }
   }
 
+  /**
+   * Handles a batch, retrying it in place when a write fails (a lost connection, a timeout): the
+   * batch stays unacknowledged and ours, and a re-run is idempotent (cursors are re-read from the
+   * inboxes). Recreating the consumer instead would wait for JetStream to be fully back first: after
+   * a whole-cluster restart that made recovery take 20 s. Gives up (the worker restarts) after 10
+   * attempts.
+   */
+  async function handleWithRetry(
+    conn: FanoutConnection,
+    batch: JsMsg[],
+    stopped: () => boolean,
+    plog: Logger,
+  ): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await handleBatch(conn, batch);
+        return;
+      } catch (err) {
+        if (stopped() || attempt >= 10) throw err;
+        plog.warn({ err: (err as Error).message, attempt }, 'fan-out batch failed: retrying it');
+        cursors.clear();
+        views.clear();
+        await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 2_000)));
+      }
+    }
+  }
+
   function startWorker(p: number) {
     let stopped = false;
     let messages: ConsumerMessages | undefined;
@@ -435,7 +464,11 @@ export function createFanout(o: FanoutOptions) {
       let backoff = 100;
       while (!stopped) {
         try {
-          await ensureConsumer(p);
+          // The consumer's delivery sequence so far: each push must be the next one. A jump means
+          // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
+          // count as delivered, and acknowledging a later one (AckAll) would skip them.
+          let lastDelivery = await ensureConsumer(p);
+          let gap = false;
           queue.length = 0;
           const consumer = await conn.js.consumers.getBoundPushConsumer({
             deliver_subject: deliverSubject(p),
@@ -444,6 +477,11 @@ export function createFanout(o: FanoutOptions) {
           const current = await consumer.consume({
             abort_on_missing_resource: true,
             callback: (m) => {
+              const d = m.info.deliverySequence;
+              if (d > lastDelivery + 1) gap = true;
+              // Lower or equal: the server went back (it restarted with older state) and sends
+              // again what may have been handled: the cursors make that idempotent.
+              lastDelivery = d;
               queue.push(m);
               wake?.();
             },
@@ -478,7 +516,8 @@ export function createFanout(o: FanoutOptions) {
                 break;
               }
             }
-            await handleBatch(conn, queue.splice(0, o.batchSize));
+            if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
+            await handleWithRetry(conn, queue.splice(0, o.batchSize), () => stopped, plog);
           }
           await current.close().catch(() => undefined);
           await closed;

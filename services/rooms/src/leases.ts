@@ -152,7 +152,8 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   let wasFree = new Set<number>();
 
   async function balance(): Promise<void> {
-    const bound = Math.max(1_000, o.ttlMs);
+    // Generous: only a listing that never ends must not stop balancing (a recovering cluster is slow).
+    const bound = Math.max(5_000, 3 * o.ttlMs);
     const [live, holding] = await Promise.all([
       within(liveReplicas(), bound, 'listing live replicas'),
       within(holders(), bound, 'reading the leases'),
