@@ -2,7 +2,9 @@
  * The baseline: raw JetStream doing the same work as Parley's message path, as well tuned as we can
  * make it — one room write, one inbox write per member (with a per-recipient Nats-Msg-Id, as the
  * fan-out does), one durable consume + ack per member — with the same client options
- * (`noAsyncTraces`), the same stream settings, the same partitioned, batched fan-out, and the same
+ * (`noAsyncTraces`), the same JetStream publish path (kit's `JsPublisher`: PubAcks paired through one
+ * subscription, no Error built per completed request), the same stream settings, the same
+ * partitioned, batched fan-out, and the same
  * topology and push/pull choice as Parley: durable push consumers (flow control, idle heartbeats)
  * for the inboxes and the partitions, room writes on one connection, the fan-out on two others,
  * one connection per member.
@@ -11,7 +13,6 @@ import {
   AckPolicy,
   type ConsumerMessages,
   DeliverPolicy,
-  type JetStreamClient,
   type JsMsg,
   jetstream,
   jetstreamManager,
@@ -19,6 +20,7 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
+import { JsPublisher } from '@parley/kit';
 import { atRate, progress, type Tail, tail, windowed } from './stats.js';
 
 /** Options of the raw pipeline. */
@@ -127,10 +129,13 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
 
   // The fan-out: one worker per partition, micro-batched like Parley's, on its own connections.
   const fanConns = await Promise.all(Array.from({ length: Math.max(1, o.fanoutConnections) }, o.connect));
+  const fanPublishers = fanConns.map((c) => new JsPublisher(c, '_INBOX.bench'));
+  for (const fp of fanPublishers) await fp.start();
   let stopping = false;
   const fanouts = await Promise.all(
     Array.from({ length: o.partitions }, async (_, p) => {
       const fjs = jetstream(fanConns[p % fanConns.length] as NatsConnection);
+      const fpub = fanPublishers[p % fanPublishers.length] as JsPublisher;
       const consumer = await fjs.consumers.getPushConsumer('BENCH_ROOMS', `fan${p}`);
       const queue: JsMsg[] = [];
       let wake: (() => void) | undefined;
@@ -157,7 +162,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
                 const h = headers();
                 h.set('t', m.headers?.get('t') ?? '0');
                 h.set('Nats-Msg-Id', `${m.seq}:${member}`);
-                return fjs.publish(`${PREFIX}.inbox.${member}.${room}`, m.data, { headers: h });
+                return fpub.publish(`${PREFIX}.inbox.${member}.${room}`, m.data, { headers: h });
               });
             }),
           );
@@ -173,9 +178,10 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     }),
   );
 
-  const pub = jetstream(nc);
+  const pub = new JsPublisher(nc, '_INBOX.bench');
+  await pub.start();
   const payload = new Uint8Array(o.payloadBytes).fill(120);
-  const publish = (js: JetStreamClient, i: number) => {
+  const publish = (js: JsPublisher, i: number) => {
     const room = i % o.rooms;
     const h = headers();
     h.set('t', String(performance.now()));
@@ -216,6 +222,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     async close() {
       for (const f of fanouts) await f();
       for (const it of iters) await it.close();
+      for (const fp of [pub, ...fanPublishers]) fp.close();
       await Promise.all([...memberConns, ...fanConns].map((c) => c.close()));
       for (const name of ['BENCH_ROOMS', 'BENCH_INBOX'])
         await jsm.streams.delete(name).catch(() => undefined);
