@@ -429,7 +429,7 @@ export function createFanout(o: FanoutOptions) {
    * Handles a batch, retrying it in place when a write fails (a lost connection, a timeout): the
    * batch stays unacknowledged and ours, and a re-run is idempotent (cursors are re-read from the
    * inboxes). Recreating the consumer instead would wait for JetStream to be fully back first: after
-   * a whole-cluster restart that made recovery take 20 s. Gives up (the worker restarts) after 10
+   * a whole-cluster restart that made recovery take 20 s. Gives up (the worker restarts) after 30
    * attempts.
    */
   async function handleWithRetry(
@@ -443,11 +443,12 @@ export function createFanout(o: FanoutOptions) {
         await handleBatch(conn, batch);
         return;
       } catch (err) {
-        if (stopped() || attempt >= 10) throw err;
+        if (stopped() || attempt >= 30) throw err;
         plog.warn({ err: (err as Error).message, attempt }, 'fan-out batch failed: retrying it');
         cursors.clear();
         views.clear();
-        await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 2_000)));
+        // Short: the write fails fast while JetStream is away, and every wait adds to the recovery.
+        await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
       }
     }
   }
@@ -492,10 +493,15 @@ export function createFanout(o: FanoutOptions) {
             // Two missed heartbeats: the consumer was deleted or moved (e.g. a stream leader
             // change): start over, which recreates it here if needed.
             for await (const s of current.status()) {
-              if (s.type === 'heartbeats_missed') {
-                missed = true;
-                wake?.();
-              }
+              if (s.type !== 'heartbeats_missed') continue;
+              // Still ours (its leader is being elected, say): keep the subscription; restarting
+              // would recreate the consumer, which needs the cluster fully back first.
+              const info = await o.jsm.consumers
+                .info(streams.rooms, partitionConsumer(p))
+                .catch(() => undefined);
+              if (info?.config.deliver_subject === deliverSubject(p)) continue;
+              missed = true;
+              wake?.();
             }
           })();
           const closed = current.closed().then(() => {
