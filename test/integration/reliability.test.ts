@@ -172,10 +172,16 @@ describe('reliability: nats-server killed -9 under traffic', () => {
       total >= 9_990,
       `only ${total} of 10,000 sends were accepted (${failures.length} failed: ${String(failures[0])})`,
     );
+    // Wait for the accepted ids themselves: a send that failed may still have been stored, and its
+    // delivery must not stand in for a missing one.
+    const seen = (m: Member, room: string) => new Set((m.handled.get(room) ?? []).map((h) => h.id));
     await waitFor(
       () =>
         members.every((m) =>
-          [...accepted].every(([room, ids]) => (m.handled.get(room)?.length ?? 0) >= ids.length),
+          [...accepted].every(([room, ids]) => {
+            const got = seen(m, room);
+            return ids.every((id) => got.has(id));
+          }),
         ),
       () =>
         `every member to handle every accepted message (handled ${members

@@ -84,10 +84,36 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     stopping.add(done);
   }
 
+  /** The backbone did not answer the last renewal: when it answers again, balance at once. */
+  let unreachable = false;
+  let kicked: Promise<void> | undefined;
+  function kickBalance(): void {
+    if (!running || kicked) return;
+    // After the partitions' balance in progress, if any: never two at once.
+    kicked = balancing
+      .then(() => (running ? balance() : undefined))
+      .catch((err) => log.warn({ err: (err as Error).message }, 'lease step failed'))
+      .finally(() => {
+        kicked = undefined;
+      });
+    balancing = kicked;
+  }
+
   async function renew(): Promise<void> {
     const now = Date.now();
     await Promise.allSettled([
-      o.kv.put(`replica.${o.replicaId}`, value),
+      o.kv.put(`replica.${o.replicaId}`, value).then(
+        () => {
+          // Back after an outage (nats-server restarted, say): take the partitions that lapsed now,
+          // not at the next balance.
+          if (unreachable) kickBalance();
+          unreachable = false;
+        },
+        (err) => {
+          unreachable = true;
+          throw err;
+        },
+      ),
       ...[...held].map(async ([p, h]) => {
         try {
           h.revision = await o.kv.update(key(p), value, h.revision);
@@ -128,6 +154,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   }
 
   async function take(p: number, holder: string | undefined): Promise<boolean> {
+    if (held.has(p) || releasing.has(p)) return false;
     try {
       let revision: number;
       if (holder === o.replicaId) {
@@ -137,6 +164,12 @@ export function createLeaseManager(o: LeaseManagerOptions) {
         revision = await o.kv.update(key(p), value, e.revision);
       } else {
         revision = await o.kv.create(key(p), value);
+      }
+      const already = held.get(p);
+      if (already) {
+        // Taken meanwhile by another step of this replica: one worker per partition.
+        already.revision = Math.max(already.revision, revision);
+        return false;
       }
       held.set(p, { revision, renewedAt: Date.now() });
       log.info({ partition: p }, 'lease acquired');
