@@ -494,12 +494,15 @@ export function createFanout(o: FanoutOptions) {
             // change): start over, which recreates it here if needed.
             for await (const s of current.status()) {
               if (s.type !== 'heartbeats_missed') continue;
-              // Still ours (its leader is being elected, say): keep the subscription; restarting
-              // would recreate the consumer, which needs the cluster fully back first.
+              // Start over (resubscribe, and recreate the consumer at its ack floor if it holds
+              // entries) — but only once JetStream answers again: while it does not (a cluster
+              // electing leaders), a restart cannot succeed and only adds to the recovery. A
+              // consumer that answers yet pushes nothing (seen after a whole-cluster restart: a
+              // room's partition stalled for minutes) needs the restart.
               const info = await o.jsm.consumers
                 .info(streams.rooms, partitionConsumer(p))
                 .catch(() => undefined);
-              if (info?.config.deliver_subject === deliverSubject(p)) continue;
+              if (!info) continue;
               missed = true;
               wake?.();
             }
