@@ -16,6 +16,7 @@ export * from './registry.js';
 export * from './registry-of-schemas.js';
 export * from './rooms.js';
 export * from './scopes.js';
+export * from './server-versions.js';
 export * from './streams.js';
 export * from './subjects.js';
 export * from './tracing.js';

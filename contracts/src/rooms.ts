@@ -372,4 +372,27 @@ export const roomsApi = {
       }),
     ),
   }),
+  attachInbox: defineApi({
+    service: 'rooms',
+    method: 'attachInbox',
+    summary:
+      'Points the caller’s push inbox consumer at `_INBOX.<caller>.deliver.<session>`, a subject the calling connection already subscribes to, so that connection alone receives the caller’s deliveries. Refused with CONFLICT while another connection receives them (one process per participant at a time: the second is refused). A pull inbox from an earlier version is made a push one at its acknowledgement floor.',
+    access: 'participant',
+    request: named(
+      'AttachInboxRequest',
+      z.object({
+        session: z
+          .string()
+          .regex(/^[A-Za-z0-9]{8,40}$/)
+          .describe('A random token naming this connection’s subscription.'),
+      }),
+    ),
+    response: named(
+      'AttachInboxResponse',
+      z.object({
+        deliverSubject: z.string(),
+        migrated: z.boolean().describe('A pull inbox consumer was replaced by a push one.'),
+      }),
+    ),
+  }),
 } as const;

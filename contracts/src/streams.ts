@@ -218,7 +218,16 @@ export interface InboxConsumerDefinition {
   ackWaitMs: number;
   maxDeliver: number;
   maxAckPending: number;
+  /** Push delivery: the placeholder subject a new consumer delivers to (see `subjects.inboxDeliver`). */
+  deliverSubject: string;
+  /** The server heartbeats an idle push consumer this often (so a client notices a dead one). */
+  idleHeartbeatMs: number;
+  /** Flow control: the server waits for the client to keep up instead of overrunning it. */
+  flowControl: boolean;
 }
+
+/** Idle heartbeat of push consumers (inboxes and fan-out partitions), ms. @default 5000 */
+export const PUSH_IDLE_HEARTBEAT_MS = 5_000;
 
 /** Deliveries a participant may fail before the message goes to the DLQ. @default 5 */
 export const INBOX_MAX_DELIVER = 5;
@@ -234,6 +243,9 @@ export function inboxConsumer(participantId: string, options: BackboneOptions = 
     ackWaitMs: o.inboxAckWaitMs,
     maxDeliver: INBOX_MAX_DELIVER,
     maxAckPending: 1_000,
+    deliverSubject: subjects.inboxDeliver(participantId),
+    idleHeartbeatMs: PUSH_IDLE_HEARTBEAT_MS,
+    flowControl: true,
   };
 }
 
@@ -249,6 +261,8 @@ export function participantPermissions(participantId: string): {
         `$JS.API.CONSUMER.INFO.${streams.inbox}.${participantId}`,
         `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${participantId}`,
         `$JS.ACK.${streams.inbox}.${participantId}.>`,
+        // Push delivery with flow control: the client answers the server's flow-control requests.
+        `$JS.FC.${streams.inbox}.${participantId}.>`,
       ],
     },
     sub: { allow: [`${subjects.replyPrefix(participantId)}.>`] },
@@ -271,6 +285,7 @@ export function participantPermissionTemplate(): {
         `$JS.API.CONSUMER.INFO.${streams.inbox}.${id}`,
         `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${id}`,
         `$JS.ACK.${streams.inbox}.${id}.>`,
+        `$JS.FC.${streams.inbox}.${id}.>`,
       ],
     },
     sub: { allow: [`_INBOX.${id}.>`] },

@@ -73,6 +73,17 @@ export const subjects = {
    * the SDK also lets cached allows expire by themselves.
    */
   policyNotice: (participantId: string) => `_INBOX.${token(participantId, 'participant id')}.policy`,
+  /**
+   * `_INBOX.<id>.deliver[.<session>]` — where a participant's push inbox consumer delivers: under
+   * its own reply prefix, so only that participant (and services) can subscribe. The bare form is
+   * the placeholder a new consumer gets; a connection attaches it to its own session subject
+   * (`rooms.attachInbox`), which makes it the only one receiving.
+   */
+  inboxDeliver: (participantId: string, session?: string) =>
+    `_INBOX.${token(participantId, 'participant id')}.deliver${session === undefined ? '' : `.${token(session, 'session')}`}`,
+  /** `_INBOX.<id>.fanout.<p>.<replica>` — where fan-out partition p's push consumer delivers to a lease holder. */
+  fanoutDeliver: (serviceId: string, partition: number, replica: string) =>
+    `_INBOX.${token(serviceId, 'service id')}.fanout.${partition}.${token(replica, 'replica id')}`,
   /** `_INBOX.<id>` — the reply-subject prefix a participant's connection must use. */
   replyPrefix: (principalId: string) => `_INBOX.${token(principalId, 'principal id')}`,
 } as const;

@@ -1,13 +1,15 @@
-import { jetstream } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { type NatsConnection, nuid } from '@nats-io/transport-node';
 import {
   type ApiMethod,
   type ApiRequest,
   type ApiResponse,
   defaultTracer,
+  PUSH_IDLE_HEARTBEAT_MS,
   type RoomMessage,
   registryApi,
   request,
+  roomsApi,
   streams,
   subjects,
   type Tracer,
@@ -136,7 +138,7 @@ export class Agent {
       throw new Error('this agent was connected with delivery mode "pull": use agent.pull(), not on()');
     }
     this.#ensureEngine().on(event, handler);
-    this.#listening ??= this.#startEngine();
+    void this.listen().catch((err) => this.#deliveryOptions.onError?.(err));
     return this;
   }
 
@@ -177,8 +179,19 @@ export class Agent {
   }
 
   async #startEngine(): Promise<void> {
-    const consumer = await jetstream(this.nc).consumers.get(streams.inbox, this.id);
-    await this.#ensureEngine().start(consumer);
+    // This connection's own deliver subject: once attached, it alone receives this participant's
+    // deliveries (a second process of the same participant is refused with CONFLICT).
+    const session = nuid.next();
+    const jsm = await jetstreamManager(this.nc, { checkAPI: false });
+    await this.#ensureEngine().start({
+      nc: this.nc,
+      deliverSubject: subjects.inboxDeliver(this.id, session),
+      idleHeartbeatMs: PUSH_IDLE_HEARTBEAT_MS,
+      info: () => jsm.consumers.info(streams.inbox, this.id),
+      attach: async () => {
+        await this.call(roomsApi.attachInbox, { session });
+      },
+    });
   }
 
   /** The room messages this participant should have received in (after, before). */

@@ -22,7 +22,8 @@
  * crash before `ack()` leaves them unacknowledged: the server redelivers them to the successor,
  * before anything newer.
  */
-import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import { type ConsumerInfo, type ConsumerMessages, type JsMsg, jetstream } from '@nats-io/jetstream';
+import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import {
   ContactNotice,
   type ContactRequest,
@@ -122,11 +123,6 @@ export interface DeliveryOptions {
   cursorStore?: CursorStore;
   /** Backoff after a handler failure, by delivery count (ms). @default 500 · 2^(n-1), at most 10 s */
   backoffMs?: (deliveryCount: number) => number;
-  /**
-   * How long each pull request to the inbox lives, in ms; the server heartbeats every half of it,
-   * and a stalled pull is noticed after two missed heartbeats. @default 10000
-   */
-  pullExpiresMs?: number;
   /** Called with errors of the engine itself (never thrown at the caller). */
   onError?: (err: unknown) => void;
   /** @internal the agent's tracer */
@@ -134,6 +130,23 @@ export interface DeliveryOptions {
 }
 
 type Handler = (d: Delivery) => unknown;
+
+/**
+ * The participant's push inbox consumer, as the engine needs it: this connection subscribes to
+ * `deliverSubject` first, then `attach()` points the consumer there (the rooms service does it;
+ * refused with CONFLICT while another connection of the participant receives).
+ */
+export interface InboxSource {
+  nc: NatsConnection;
+  /** This connection's own deliver subject, `_INBOX.<id>.deliver.<session>`. */
+  deliverSubject: string;
+  /** The idle heartbeat the consumer sends, ms (missing two of them re-attaches). */
+  idleHeartbeatMs: number;
+  /** The consumer's info (limits, and what a crashed predecessor held). */
+  info(): Promise<ConsumerInfo>;
+  /** Points the consumer at `deliverSubject`. */
+  attach(): Promise<void>;
+}
 
 interface Lane {
   queue: JsMsg[];
@@ -184,9 +197,14 @@ export class DeliveryEngine {
     this.#handlers.set(event, list);
   }
 
-  /** Starts consuming. */
-  async start(consumer: Consumer): Promise<void> {
-    const info = await consumer.info(true);
+  /**
+   * Starts receiving: subscribes to this connection's deliver subject, then attaches the inbox
+   * consumer to it. Deliveries are pushed by the server (flow control, idle heartbeats): no delivery
+   * waits for a pull request to reach the server, which nats-server 2.9.10 can lose without telling
+   * the client (see docs/architecture.md, "The message path").
+   */
+  async start(source: InboxSource): Promise<void> {
+    const info = await source.info();
     const maxDeliver = info.config.max_deliver ?? -1;
     this.#maxDeliver = maxDeliver > 0 ? maxDeliver : Number.POSITIVE_INFINITY;
     const ackWaitMs = Math.max(1_000, Math.floor((info.config.ack_wait ?? 30e9) / 1e6));
@@ -199,16 +217,30 @@ export class DeliveryEngine {
         timer: setTimeout(() => this.#endRecovery(), 2 * ackWaitMs + 1_000),
       };
     }
-    this.#messages = await consumer.consume({
-      max_messages: 256,
-      // With nats.js 3.4 and nats-server 2.9, a consume can end up with no pull request at the server
-      // while the client believes it has one (measured: messages waited with nothing waiting at the
-      // server). Missed heartbeats (two) reset it, so a pull lives 10 s (heartbeats every 5 s), not
-      // 30: such a stall, or a restarted or moved inbox consumer, costs at most ~10 s. Shorter
-      // heartbeats were measured worse: under load they reset healthy pulls.
-      expires: this.options.pullExpiresMs ?? 10_000,
-      callback: (m) => this.#arrive(m),
+    const consumer = await jetstream(source.nc).consumers.getBoundPushConsumer({
+      deliver_subject: source.deliverSubject,
+      idle_heartbeat: nanos(source.idleHeartbeatMs),
     });
+    const messages = await consumer.consume({ callback: (m) => this.#arrive(m) });
+    this.#messages = messages;
+    try {
+      // The server must know the subscription before the consumer points at it.
+      await source.nc.flush();
+      await source.attach();
+    } catch (err) {
+      this.#closed = true;
+      if (this.#recovering) clearTimeout(this.#recovering.timer);
+      await messages.close().catch(() => undefined);
+      throw err;
+    }
+    void (async () => {
+      // Two missed heartbeats: the consumer may have been recreated or moved (a migration, a lost
+      // server): attach again (a no-op when it still points here).
+      for await (const s of messages.status()) {
+        if (s.type !== 'heartbeats_missed' || this.#closed) continue;
+        await source.attach().catch((err) => this.options.onError?.(err));
+      }
+    })();
     // Held and running messages must not time out: tell the server we are working on them.
     this.#keepalive = setInterval(
       () => {

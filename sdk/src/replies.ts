@@ -26,6 +26,18 @@ export class ReplyMux {
     replyPrefix: string,
   ) {
     this.#prefix = `${replyPrefix}.${nuid.next()}`;
+    void (async () => {
+      // A reply owed over a connection that was lost never comes: fail those requests now so the
+      // send path retries (under the same client id) as soon as the connection is back.
+      for await (const st of nc.status()) {
+        if (st.type !== 'disconnect') continue;
+        for (const p of this.#pending.values()) {
+          clearTimeout(p.timer);
+          p.reject(new ParleyError('UNAVAILABLE', 'the connection to NATS was lost', { retryAfterMs: 250 }));
+        }
+        this.#pending.clear();
+      }
+    })().catch(() => undefined);
   }
 
   #subscribe(): void {
@@ -79,11 +91,15 @@ export class ReplyMux {
       } catch (err) {
         clearTimeout(timer);
         this.#pending.delete(token);
+        const message = (err as Error).message;
         reject(
-          new ParleyError('UNAVAILABLE', `cannot publish to ${subject}: ${(err as Error).message}`, {
-            cause: err,
-            retryAfterMs: 500,
-          }),
+          // Too large for the server: retrying cannot help.
+          /max_payload/i.test(message)
+            ? new ParleyError('PAYLOAD_TOO_LARGE', `cannot publish to ${subject}: ${message}`, { cause: err })
+            : new ParleyError('UNAVAILABLE', `cannot publish to ${subject}: ${message}`, {
+                cause: err,
+                retryAfterMs: 500,
+              }),
         );
       }
     });

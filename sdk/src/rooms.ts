@@ -10,7 +10,7 @@ import {
   isParleyError,
   type MemberRole,
   newId,
-  type ParleyError,
+  ParleyError,
   type Part,
   type Provenance,
   type ReplyMsg,
@@ -56,8 +56,14 @@ export interface SendOptions {
   metadata?: Record<string, string>;
   /** The id that makes retries idempotent. @default a new ULID */
   clientMsgId?: string;
-  /** How long to keep retrying while Parley is unreachable, in ms. @default 30000 */
+  /** How long to keep retrying while Parley is unreachable (or rate-limits the send), in ms. @default 30000 */
   deadlineMs?: number;
+  /**
+   * A send refused with `RATE_LIMITED` waits the `retryAfterMs` the ingress gives and is sent again
+   * under the same client id, as long as that fits in `deadlineMs`; `false` throws the refusal at
+   * once. @default true
+   */
+  retryRateLimited?: boolean;
 }
 
 /** Options of {@link RoomHandle.history}. */
@@ -106,7 +112,10 @@ export class RoomHandle {
       ...(options.task ? { task: options.task } : {}),
       ...(options.metadata ? { metadata: options.metadata } : {}),
     };
-    return sendWithRetry(this.agent, req, options.deadlineMs ?? 30_000);
+    return sendWithRetry(this.agent, req, {
+      deadlineMs: options.deadlineMs ?? 30_000,
+      retryRateLimited: options.retryRateLimited ?? true,
+    });
   }
 
   /** A page of the room's log (members only). */
@@ -155,9 +164,23 @@ export class RoomHandle {
  * One producer span around the whole send (retries included); its context travels in the request
  * headers, so the ingress, the fan-out and every delivery join the sender's trace.
  */
-async function sendWithRetry(agent: Agent, req: SendRequest, deadlineMs: number): Promise<SendReply> {
+async function sendWithRetry(
+  agent: Agent,
+  req: SendRequest,
+  retry: { deadlineMs: number; retryRateLimited: boolean },
+): Promise<SendReply> {
   const subject = subjects.send(agent.id);
   const body = encodeJson(req);
+  // The server refuses a publish past its max_payload outright: say so at once instead of retrying
+  // an error that cannot go away (headers take a little room too).
+  const maxPayload = agent.nc.info?.max_payload;
+  if (maxPayload && body.length + 1_024 > maxPayload) {
+    throw new ParleyError(
+      'PAYLOAD_TOO_LARGE',
+      `the message is ${body.length} bytes encoded; the NATS server accepts at most ${maxPayload} per message`,
+      { details: { bytes: body.length, maxBytes: maxPayload } },
+    );
+  }
   const span = startMessagingSpan(agent.tracer, {
     operation: 'send',
     destination: subject,
@@ -166,7 +189,7 @@ async function sendWithRetry(agent: Agent, req: SendRequest, deadlineMs: number)
     attributes: { [traceAttributes.roomId]: req.room, [traceAttributes.sender]: agent.id },
   });
   const send = async () => {
-    const reply = await retrying(agent, subject, body, injectContext(), deadlineMs);
+    const reply = await retrying(agent, subject, body, injectContext(), retry);
     span?.setAttributes({ [traceAttributes.messageId]: reply.id, [traceAttributes.roomSeq]: reply.roomSeq });
     return reply;
   };
@@ -178,9 +201,9 @@ async function retrying(
   subject: string,
   body: Uint8Array,
   headers: MsgHdrs | undefined,
-  deadlineMs: number,
+  retry: { deadlineMs: number; retryRateLimited: boolean },
 ): Promise<SendReply> {
-  const deadline = Date.now() + deadlineMs;
+  const deadline = Date.now() + retry.deadlineMs;
   for (let attempt = 0; ; attempt++) {
     try {
       const reply: ReplyMsg = await agent.replies.request(
@@ -191,6 +214,13 @@ async function retrying(
       );
       return decodeReply(SendReply, reply, 'send reply');
     } catch (err) {
+      if (isParleyError(err, 'RATE_LIMITED') && retry.retryRateLimited) {
+        // Backpressure: wait as long as the ingress says, then the same id again (stored once).
+        const wait = Math.max(1, err.retryAfterMs ?? 100);
+        if (Date.now() + wait >= deadline) throw err;
+        await new Promise((r) => setTimeout(r, wait));
+        continue;
+      }
       const retryable = isParleyError(err) && RETRYABLE.has(err.code);
       if (!retryable || Date.now() >= deadline) throw err;
       const wait = Math.min(

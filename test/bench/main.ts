@@ -4,7 +4,11 @@
  * (100% sampling, exported to a receiver in its own process); onboarding time; registry search at
  * 10,000 agents. Progress goes to stderr; the table (or `--json`) to stdout.
  *
- * Flags: --json, --messages <n> (room messages per throughput run, default 20000),
+ * Throughput is the median of `--runs` (3) interleaved raw/Parley runs; latency is measured at 25%,
+ * 50% and 75% of Parley's measured capacity (p50/p99/p99.9/max, and per stage for Parley); the cost
+ * of the 300 connected idle agents is measured before anything is sent.
+ *
+ * Flags: --json, --messages <n> (room messages per throughput run, default 20000), --runs <n>,
  * --registry-agents <n> (default 10000; 0 skips), --no-tracing (skip the tracing-on run),
  * --quick (small sizes, for a smoke run). PARLEY_BENCH_PROFILE=<dir> writes CPU profiles.
  */
@@ -12,7 +16,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
@@ -20,10 +24,10 @@ import { KeyMaterial, mintServiceCreds } from '@parley/governance';
 import { loadTelemetryConfig, silentLogger, startTelemetry } from '@parley/kit';
 import { freePort } from '@parley/standalone';
 import { benchA2a } from './a2a.js';
-import { benchParley, type ParleyBenchResult } from './parley.js';
-import { benchRaw } from './raw.js';
+import { setupParley } from './parley.js';
+import { setupRaw } from './raw.js';
 import { benchRegistrySearch } from './registry.js';
-import { childPids, cpuDuring, peakRssMb, profiled, progress } from './stats.js';
+import { childPids, cpuDuring, median, peakRssMb, profiled, progress } from './stats.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -31,6 +35,7 @@ const { values: args } = parseArgs({
     quick: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: true },
     messages: { type: 'string' },
+    runs: { type: 'string' },
     'registry-agents': { type: 'string' },
   },
   allowNegative: true,
@@ -43,8 +48,8 @@ const shape = {
   membersPerRoom: 3,
   payloadBytes: 512,
   messages,
-  latencyRate: 1_000,
   latencySeconds: quick ? 2 : 5,
+  idleSeconds: quick ? 3 : 10,
 };
 const root = resolve(import.meta.dirname, '../..');
 const profileDir = process.env.PARLEY_BENCH_PROFILE;
@@ -115,45 +120,98 @@ async function startBackbone(env: Record<string, string> = {}) {
 }
 type Backbone = Awaited<ReturnType<typeof startBackbone>>;
 
-/** Parley through the SDK on `backbone`, CPU counted (and profiled) over the measured phases only. */
-function runParley(backbone: Backbone, label: string): Promise<ParleyBenchResult> {
-  return benchParley({
-    natsUrl: backbone.natsUrl,
-    adminCreds: backbone.adminCreds,
-    ...shape,
-    window: 256,
-    measure: async (fn) => {
-      const run = await cpuDuring(backbone.pids, () => profiled(profileDir, `bench-${label}`, fn));
-      progress(`${label}: cpu seconds ${JSON.stringify(run.cpu)} in ${run.wall} s`);
-      return run.result;
-    },
-  });
-}
+const runs = Number(args.runs ?? 3);
+const loads = [0.25, 0.5, 0.75];
+const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+const perCore = (cpu: Record<string, number>, wall: number, keys: string[]) =>
+  Math.round((keys.reduce((sum, k) => sum + (cpu[k] ?? 0), 0) / wall) * 10_000) / 100;
 
 let backbone = await startBackbone();
 const probe = await backbone.connect();
 const natsServer = probe.info?.version ?? 'unknown';
 await probe.close();
+const parleyOptions = (b: Backbone) => ({
+  natsUrl: b.natsUrl,
+  adminCreds: b.adminCreds,
+  rooms: shape.rooms,
+  membersPerRoom: shape.membersPerRoom,
+  payloadBytes: shape.payloadBytes,
+  window: 256,
+});
 
 try {
   progress(
-    `raw JetStream: ${shape.rooms} rooms × ${shape.membersPerRoom} members, ${messages} messages of ${shape.payloadBytes} B`,
+    `${shape.rooms} rooms × ${shape.membersPerRoom} members, ${messages} messages of ${shape.payloadBytes} B per throughput run, ${runs} interleaved runs each`,
   );
-  const rawRun = await cpuDuring(backbone.pids, () =>
-    benchRaw({ connect: backbone.connect, ...shape, partitions: 16, batch: 100, window: 256 }),
+  const parley = await setupParley(parleyOptions(backbone));
+  // What connected, idle agents cost: the 300 agents of the benchmark, nothing sent.
+  const idle = await cpuDuring(
+    backbone.pids,
+    () => new Promise((r) => setTimeout(r, shape.idleSeconds * 1000)),
   );
-  const raw = rawRun.result;
-  progress(`raw: cpu seconds ${JSON.stringify(rawRun.cpu)} in ${rawRun.wall} s`);
-  progress('Parley through the SDK: the same shape, tracing off');
-  const parley = await runParley(backbone, 'parley');
+  const idleCost = {
+    agents: shape.rooms * shape.membersPerRoom,
+    seconds: idle.wall,
+    percentOfCore: perCore(idle.cpu, idle.wall, ['services', 'natsServer']),
+    cpuSeconds: idle.cpu,
+  };
+  progress(
+    `idle: ${idleCost.agents} agents cost ${idleCost.percentOfCore}% of a core (services + nats-server)`,
+  );
+  const raw = await setupRaw({
+    connect: backbone.connect,
+    rooms: shape.rooms,
+    membersPerRoom: shape.membersPerRoom,
+    payloadBytes: shape.payloadBytes,
+    partitions: 16,
+    batch: 100,
+    window: 256,
+    fanoutConnections: 2,
+  });
+  // Throughput: raw and Parley interleaved, so both see the same (shared, noisy) machine.
+  const rawRuns: number[] = [];
+  const parleyRuns: number[] = [];
+  const cpu: { raw: unknown[]; parley: unknown[] } = { raw: [], parley: [] };
+  for (let i = 0; i < runs; i++) {
+    const r = await cpuDuring(backbone.pids, () => raw.throughput(messages));
+    rawRuns.push(r.result);
+    cpu.raw.push({ wall: r.wall, ...r.cpu });
+    const p = await cpuDuring(backbone.pids, () =>
+      profiled(profileDir, `bench-parley-${i}`, () => parley.throughput(messages)),
+    );
+    parleyRuns.push(p.result);
+    cpu.parley.push({ wall: p.wall, ...p.cpu });
+    progress(
+      `run ${i + 1}/${runs}: raw ${r.result}/s, parley ${p.result}/s (cpu s ${JSON.stringify(p.cpu)})`,
+    );
+  }
+  const capacity = median(parleyRuns);
+  const rawCapacity = median(rawRuns);
+  // Latency below saturation: at fractions of Parley's measured capacity (room messages per second).
+  const latencyByLoad = [];
+  for (const loadFraction of loads) {
+    const ratePerSec = Math.max(1, Math.round((capacity * loadFraction) / shape.membersPerRoom));
+    progress(`latency at ${Math.round(loadFraction * 100)}% of capacity: ${ratePerSec} room messages/s`);
+    const p = await parley.latency(ratePerSec, shape.latencySeconds);
+    const r = await raw.latency(ratePerSec, shape.latencySeconds);
+    latencyByLoad.push({
+      loadFraction,
+      ratePerSec,
+      parley: { ...p.endToEnd, stages: p.stages },
+      raw: r.endToEnd,
+    });
+  }
+  await raw.close();
+  await parley.close();
   const rss = {
     servicesPeakMb: peakRssMb(backbone.pids.services),
     natsServerPeakMb: peakRssMb(backbone.pids.natsServer),
   };
   await backbone.stop();
+  const atHalf = latencyByLoad.find((l) => l.loadFraction === 0.5);
 
   let tracing:
-    | { deliveredPerSec: number; latencyMs: ParleyBenchResult['latencyMs']; spans: number }
+    | { deliveredPerSec: number; latencyMs: { p50: number; p99: number }; spans: number }
     | undefined;
   if (args.tracing) {
     // The receiver runs in its own process, as a collector would.
@@ -179,14 +237,17 @@ try {
       log: silentLogger(),
     });
     try {
-      const on = await runParley(backbone, 'parley-traced');
+      const traced = await setupParley(parleyOptions(backbone));
+      const deliveredPerSec = await traced.throughput(messages);
+      const l = await traced.latency(atHalf?.ratePerSec ?? 100, shape.latencySeconds);
+      await traced.close();
       await telemetry.forceFlush();
       await backbone.stop();
       receiver.kill('SIGTERM');
       const last = ((await once(receiver.stdout, 'data')) as [Buffer])[0].toString();
       tracing = {
-        deliveredPerSec: on.deliveredPerSec,
-        latencyMs: on.latencyMs,
+        deliveredPerSec,
+        latencyMs: { p50: l.endToEnd.p50, p99: l.endToEnd.p99 },
         spans: Number(last.match(/spans (\d+)/)?.[1] ?? 0),
       };
     } finally {
@@ -207,24 +268,36 @@ try {
     progress(`registry search with ${registryAgents} agents`);
     registry = await benchRegistrySearch({ agents: registryAgents, progress });
   }
-  const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
   const result = {
-    parley: { deliveredPerSec: parley.deliveredPerSec, latencyMs: parley.latencyMs },
-    raw,
+    parley: {
+      deliveredPerSec: capacity,
+      runs: parleyRuns,
+      latencyMs: atHalf ? { p50: atHalf.parley.p50, p99: atHalf.parley.p99 } : undefined,
+      cpu: cpu.parley,
+    },
+    raw: {
+      deliveredPerSec: rawCapacity,
+      runs: rawRuns,
+      latencyMs: atHalf ? { p50: atHalf.raw.p50, p99: atHalf.raw.p99 } : undefined,
+      cpu: cpu.raw,
+    },
     a2a,
     ratios: {
-      parleyOverRaw: ratio(parley.deliveredPerSec, raw.deliveredPerSec),
-      parleyOverA2a: ratio(parley.deliveredPerSec, a2a.perSec),
+      parleyOverRaw: ratio(capacity, rawCapacity),
+      parleyOverA2a: ratio(capacity, a2a.perSec),
     },
+    latencyByLoad,
+    idle: idleCost,
     ...(tracing
       ? {
           tracing: {
             ...tracing,
-            throughputCost: Math.round((1 - tracing.deliveredPerSec / parley.deliveredPerSec) * 100) / 100,
+            throughputCost: Math.round((1 - tracing.deliveredPerSec / capacity) * 100) / 100,
           },
         }
       : {}),
     onboarding: { agentCreateToFirstMessageMs: parley.onboardingMs },
+    loadAverage: loadavg().map((x) => Math.round(x * 100) / 100),
     ...(registry
       ? {
           registry: {
@@ -239,17 +312,33 @@ try {
   if (args.json) {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } else {
-    const row = (name: string, perSec: number, l: { p50: number; p95?: number; p99: number }) =>
-      `${name.padEnd(30)} ${String(perSec).padStart(8)}/s   p50 ${l.p50.toFixed(2).padStart(7)} ms   ${l.p95 !== undefined ? `p95 ${l.p95.toFixed(2).padStart(7)} ms   ` : ''.padEnd(17)}p99 ${l.p99.toFixed(2).padStart(7)} ms`;
+    const row = (name: string, perSec: number, l?: { p50: number; p99: number }) =>
+      `${name.padEnd(30)} ${String(perSec).padStart(8)}/s${l ? `   p50 ${l.p50.toFixed(2).padStart(7)} ms   p99 ${l.p99.toFixed(2).padStart(7)} ms` : ''}`;
+    const ms = (x: number) => x.toFixed(1).padStart(8);
+    const tailRow = (name: string, t: { p50: number; p99: number; p999: number; max: number }) =>
+      `  ${name.padEnd(22)} p50 ${ms(t.p50)}   p99 ${ms(t.p99)}   p99.9 ${ms(t.p999)}   max ${ms(t.max)}`;
     const lines = [
-      `Parley benchmark — nats-server ${natsServer}, Node ${process.version}, ${cpus().length} CPUs`,
-      `${shape.rooms} rooms × ${shape.membersPerRoom} members, ${shape.payloadBytes} B messages, ${messages} per throughput run; latency at ${shape.latencyRate} msg/s`,
+      `Parley benchmark — nats-server ${natsServer}, Node ${process.version}, ${cpus().length} CPUs, load average ${result.loadAverage.join(' ')}`,
+      `${shape.rooms} rooms × ${shape.membersPerRoom} members, ${shape.payloadBytes} B messages, ${messages} per throughput run, median of ${runs} interleaved runs`,
       '',
-      row('raw JetStream (deliveries)', raw.deliveredPerSec, raw.latencyMs),
-      row('Parley via SDK (deliveries)', parley.deliveredPerSec, parley.latencyMs),
+      row('raw JetStream (deliveries)', rawCapacity),
+      `  runs ${rawRuns.join(', ')}`,
+      row('Parley via SDK (deliveries)', capacity),
+      `  runs ${parleyRuns.join(', ')}`,
       ...(tracing ? [row('Parley, tracing on (100%)', tracing.deliveredPerSec, tracing.latencyMs)] : []),
       row('A2A JSON-RPC, 64 clients', a2a.perSec, a2a.roundTripMs),
       '',
+      'latency send → handler (ms), at fractions of Parley’s capacity:',
+      ...latencyByLoad.flatMap((l) => [
+        `${Math.round(l.loadFraction * 100)}% = ${l.ratePerSec} room msgs/s`,
+        tailRow('raw', l.raw),
+        tailRow('Parley', l.parley),
+        ...(l.parley.stages
+          ? Object.entries(l.parley.stages).map(([stage, t]) => tailRow(`  ${stage}`, t))
+          : []),
+      ]),
+      '',
+      `idle: ${idleCost.agents} connected agents cost ${idleCost.percentOfCore}% of one core (services + nats-server; target ≤ 2%)`,
       `Parley / raw JetStream   ${result.ratios.parleyOverRaw.toFixed(2)}×   (target ≥ 0.80)`,
       `Parley / A2A over HTTP   ${result.ratios.parleyOverA2a.toFixed(2)}×   (target ≥ 4)`,
       ...(result.tracing

@@ -1,13 +1,13 @@
 /**
  * Parley's message path through the SDK, doing the same work as the raw baseline: 100 rooms of 3
- * members (300 agents, each its own connection, creds and durable inbox), 512-byte messages sent by
- * one member of each room through the ingress, fanned out to all 3 members' inboxes, handled in
- * order and acknowledged by each member's SDK.
+ * members (300 agents, each its own connection, creds and durable push inbox), 512-byte messages
+ * sent by one member of each room through the ingress, fanned out to all 3 members' inboxes,
+ * handled in order and acknowledged by each member's SDK.
  */
 import { registryApi } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
-import type { PipelineResult } from './raw.js';
-import { atRate, percentiles, progress, windowed } from './stats.js';
+import type { Pipeline } from './raw.js';
+import { atRate, progress, tail, windowed } from './stats.js';
 
 export interface ParleyBenchOptions {
   natsUrl: string;
@@ -15,20 +15,16 @@ export interface ParleyBenchOptions {
   rooms: number;
   membersPerRoom: number;
   payloadBytes: number;
-  messages: number;
-  latencyRate: number;
-  latencySeconds: number;
   window: number;
-  /** Wraps the measured phases (throughput and latency), e.g. to count CPU time or profile them. */
-  measure?: <T>(fn: () => Promise<T>) => Promise<T>;
 }
 
-export interface ParleyBenchResult extends PipelineResult {
+/** The pipeline, and the onboarding time measured while setting it up. */
+export interface ParleyPipeline extends Pipeline {
   /** Time from `agent create` (registry) to the first message that agent handles. */
   onboardingMs: number;
 }
 
-export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchResult> {
+export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline> {
   const admin = await connect({ servers: o.natsUrl, creds: o.adminCreds, presence: false });
   // Onboarding: a new agent, from create to its first handled message.
   const t0 = performance.now();
@@ -51,21 +47,21 @@ export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchRes
   let onDelivered: (() => void) | undefined;
   const slow: string[] = [];
   // Where the time goes, per delivery: sender → ingress stamp, ingress → inbox store, inbox → handler.
-  const stages = { toIngress: [] as number[], toInbox: [] as number[], toHandler: [] as number[] };
+  let stages: { toIngress: number[]; toInbox: number[]; toHandler: number[] } | undefined;
   const count = (d: Delivery) => {
-    const w = Number(d.message.metadata?.w);
-    if (w && d.inboxedAt) {
-      const accepted = Date.parse(d.message.sentAt);
-      stages.toIngress.push(accepted - w);
-      stages.toInbox.push(d.inboxedAt - accepted);
-      stages.toHandler.push(Date.now() - d.inboxedAt);
-    }
     const t = d.message.metadata?.t;
     if (latencies && t) {
       const ms = performance.now() - Number(t);
       latencies.push(ms);
+      const w = Number(d.message.metadata?.w);
+      if (stages && w && d.inboxedAt) {
+        const accepted = Date.parse(d.message.sentAt);
+        stages.toIngress.push(accepted - w);
+        stages.toInbox.push(d.inboxedAt - accepted);
+        stages.toHandler.push(Date.now() - d.inboxedAt);
+      }
       // Outliers say where time went: redelivered = the SDK's first copy was never acknowledged.
-      if (ms > 5_000 && slow.length < 20) {
+      if (ms > 1_000 && slow.length < 20) {
         const inboxed = d.inboxedAt ?? 0;
         slow.push(
           `${Math.round(ms)} ms room ${d.room} #${d.roomSeq} redelivered=${d.redelivered}: ingress→inbox ${inboxed - Date.parse(d.message.sentAt)} ms, inbox→handler ${Date.now() - inboxed} ms`,
@@ -116,33 +112,42 @@ export async function benchParley(o: ParleyBenchOptions): Promise<ParleyBenchRes
       };
     });
 
-  const measure = o.measure ?? ((fn) => fn());
-  const { deliveredPerSec, latencyMs } = await measure(async () => {
-    const start = performance.now();
-    await windowed(o.messages, o.window, send);
-    await waitDelivered(o.messages * o.membersPerRoom);
-    const seconds = (performance.now() - start) / 1000;
-    const deliveredPerSec = Math.round((o.messages * o.membersPerRoom) / seconds);
-    progress(`parley: ${deliveredPerSec} deliveries/s`);
-    const fmt = (xs: number[]) => {
-      const p = percentiles(xs);
-      return `p50 ${p.p50} p99 ${p.p99}`;
-    };
-    progress(
-      `parley: stages (ms) sender→ingress ${fmt(stages.toIngress)} | ingress→inbox ${fmt(stages.toInbox)} | inbox→handler ${fmt(stages.toHandler)}`,
-    );
-
-    const before = delivered;
-    latencies = [];
-    const n = o.latencyRate * o.latencySeconds;
-    await atRate(n, o.latencyRate, (i) => void send(i));
-    await waitDelivered(before + n * o.membersPerRoom);
-    const latencyMs = percentiles(latencies);
-    if (slow.length) progress(`parley: slowest deliveries:\n  ${slow.join('\n  ')}`);
-    progress(`parley: latency at ${o.latencyRate}/s p50 ${latencyMs.p50} ms p99 ${latencyMs.p99} ms`);
-    return { deliveredPerSec, latencyMs };
-  });
-  await Promise.all(agents.map((a) => a.close()));
-  await admin.close();
-  return { deliveredPerSec, latencyMs, onboardingMs };
+  return {
+    onboardingMs,
+    async throughput(messages) {
+      const before = delivered;
+      const start = performance.now();
+      await windowed(messages, o.window, send);
+      await waitDelivered(before + messages * o.membersPerRoom);
+      const perSec = Math.round((messages * o.membersPerRoom) / ((performance.now() - start) / 1000));
+      progress(`parley: ${perSec} deliveries/s`);
+      return perSec;
+    },
+    async latency(ratePerSec, seconds) {
+      const before = delivered;
+      latencies = [];
+      stages = { toIngress: [], toInbox: [], toHandler: [] };
+      slow.length = 0;
+      const n = Math.round(ratePerSec * seconds);
+      await atRate(n, ratePerSec, (i) => void send(i));
+      await waitDelivered(before + n * o.membersPerRoom);
+      const endToEnd = tail(latencies);
+      const byStage = {
+        senderToIngress: tail(stages.toIngress),
+        ingressToInbox: tail(stages.toInbox),
+        inboxToHandler: tail(stages.toHandler),
+      };
+      latencies = undefined;
+      stages = undefined;
+      if (slow.length) progress(`parley: slowest deliveries:\n  ${slow.join('\n  ')}`);
+      progress(
+        `parley: at ${ratePerSec}/s p50 ${endToEnd.p50} p99 ${endToEnd.p99} p99.9 ${endToEnd.p999} max ${endToEnd.max} ms; stages p99 (ms) ${byStage.senderToIngress.p99} | ${byStage.ingressToInbox.p99} | ${byStage.inboxToHandler.p99}`,
+      );
+      return { endToEnd, stages: byStage };
+    },
+    async close() {
+      await Promise.all(agents.map((a) => a.close()));
+      await admin.close();
+    },
+  };
 }

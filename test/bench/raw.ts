@@ -2,12 +2,17 @@
  * The baseline: raw JetStream doing the same work as Parley's message path, as well tuned as we can
  * make it — one room write, one inbox write per member (with a per-recipient Nats-Msg-Id, as the
  * fan-out does), one durable consume + ack per member — with the same client options
- * (`noAsyncTraces`), the same stream settings, and the same partitioned, batched fan-out.
+ * (`noAsyncTraces`), the same JetStream publish path (kit's `JsPublisher`: PubAcks paired through one
+ * subscription, no Error built per completed request), the same stream settings, the same
+ * partitioned, batched fan-out, and the same
+ * topology and push/pull choice as Parley: durable push consumers (flow control, idle heartbeats)
+ * for the inboxes and the partitions, room writes on one connection, the fan-out on two others,
+ * one connection per member.
  */
 import {
   AckPolicy,
+  type ConsumerMessages,
   DeliverPolicy,
-  type JetStreamClient,
   type JsMsg,
   jetstream,
   jetstreamManager,
@@ -15,7 +20,8 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
-import { atRate, percentiles, progress, windowed } from './stats.js';
+import { JsPublisher } from '@parley/kit';
+import { atRate, progress, type Tail, tail, windowed } from './stats.js';
 
 /** Options of the raw pipeline. */
 export interface RawOptions {
@@ -23,23 +29,34 @@ export interface RawOptions {
   rooms: number;
   membersPerRoom: number;
   payloadBytes: number;
-  messages: number;
-  latencyRate: number;
-  latencySeconds: number;
   partitions: number;
   batch: number;
   window: number;
+  /** Connections of the fan-out (partition p on p % n), as Parley's PARLEY_FANOUT_CONNECTIONS. */
+  fanoutConnections: number;
 }
 
-/** What the raw pipeline measured. */
-export interface PipelineResult {
-  deliveredPerSec: number;
-  latencyMs: { p50: number; p95: number; p99: number };
+/** What one latency run measured. */
+export interface LoadResult {
+  /** Send → handler, ms. */
+  endToEnd: Tail;
+  /** Per stage, when the pipeline can tell (ms). */
+  stages?: Record<string, Tail>;
+}
+
+/** A message pipeline set up once and measured several times. */
+export interface Pipeline {
+  /** Sends `messages` as fast as the window allows; deliveries per second until the last one. */
+  throughput(messages: number): Promise<number>;
+  /** Sends at `ratePerSec` room messages per second for `seconds`, and measures every delivery. */
+  latency(ratePerSec: number, seconds: number): Promise<LoadResult>;
+  close(): Promise<void>;
 }
 
 const PREFIX = 'bench';
+const HEARTBEAT = nanos(5_000);
 
-export async function benchRaw(o: RawOptions): Promise<PipelineResult> {
+export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   const nc = await o.connect();
   const jsm = await jetstreamManager(nc);
   for (const name of ['BENCH_ROOMS', 'BENCH_INBOX']) await jsm.streams.delete(name).catch(() => undefined);
@@ -70,6 +87,9 @@ export async function benchRaw(o: RawOptions): Promise<PipelineResult> {
       ack_policy: AckPolicy.Explicit,
       ack_wait: nanos(30_000),
       max_ack_pending: 1_000,
+      deliver_subject: `_INBOX.bench.deliver.${m}`,
+      idle_heartbeat: HEARTBEAT,
+      flow_control: true,
     });
   }
   for (let p = 0; p < o.partitions; p++) {
@@ -78,7 +98,10 @@ export async function benchRaw(o: RawOptions): Promise<PipelineResult> {
       filter_subject: `${PREFIX}.room.${p}.*`,
       ack_policy: AckPolicy.All,
       deliver_policy: DeliverPolicy.All,
-      max_ack_pending: 20_000,
+      max_ack_pending: 10_000,
+      deliver_subject: `_INBOX.bench.fanout.${p}`,
+      idle_heartbeat: HEARTBEAT,
+      flow_control: true,
     });
   }
 
@@ -87,34 +110,36 @@ export async function benchRaw(o: RawOptions): Promise<PipelineResult> {
   let latencies: number[] | undefined;
   let onDelivered: (() => void) | undefined;
   const memberConns: NatsConnection[] = [];
-  const closers: (() => Promise<unknown>)[] = [];
+  const iters: ConsumerMessages[] = [];
   for (const m of all) {
     const c = await o.connect();
     memberConns.push(c);
-    const consumer = await jetstream(c).consumers.get('BENCH_INBOX', m);
-    const iter = await consumer.consume({
-      max_messages: 256,
-      callback: (msg) => {
-        if (latencies) latencies.push(performance.now() - Number(msg.headers?.get('t')));
-        msg.ack();
-        delivered++;
-        onDelivered?.();
-      },
-    });
-    closers.push(() => iter.close());
+    const consumer = await jetstream(c).consumers.getPushConsumer('BENCH_INBOX', m);
+    iters.push(
+      await consumer.consume({
+        callback: (msg) => {
+          if (latencies) latencies.push(performance.now() - Number(msg.headers?.get('t')));
+          msg.ack();
+          delivered++;
+          onDelivered?.();
+        },
+      }),
+    );
   }
 
-  // The fan-out: one worker per partition, micro-batched like Parley's.
-  const fanConn = await o.connect();
-  const fjs = jetstream(fanConn);
+  // The fan-out: one worker per partition, micro-batched like Parley's, on its own connections.
+  const fanConns = await Promise.all(Array.from({ length: Math.max(1, o.fanoutConnections) }, o.connect));
+  const fanPublishers = fanConns.map((c) => new JsPublisher(c, '_INBOX.bench'));
+  for (const fp of fanPublishers) await fp.start();
   let stopping = false;
   const fanouts = await Promise.all(
     Array.from({ length: o.partitions }, async (_, p) => {
-      const consumer = await fjs.consumers.get('BENCH_ROOMS', `fan${p}`);
+      const fjs = jetstream(fanConns[p % fanConns.length] as NatsConnection);
+      const fpub = fanPublishers[p % fanPublishers.length] as JsPublisher;
+      const consumer = await fjs.consumers.getPushConsumer('BENCH_ROOMS', `fan${p}`);
       const queue: JsMsg[] = [];
       let wake: (() => void) | undefined;
       const iter = await consumer.consume({
-        max_messages: o.batch * 4,
         callback: (m) => {
           queue.push(m);
           wake?.();
@@ -137,7 +162,7 @@ export async function benchRaw(o: RawOptions): Promise<PipelineResult> {
                 const h = headers();
                 h.set('t', m.headers?.get('t') ?? '0');
                 h.set('Nats-Msg-Id', `${m.seq}:${member}`);
-                return fjs.publish(`${PREFIX}.inbox.${member}.${room}`, m.data, { headers: h });
+                return fpub.publish(`${PREFIX}.inbox.${member}.${room}`, m.data, { headers: h });
               });
             }),
           );
@@ -153,9 +178,10 @@ export async function benchRaw(o: RawOptions): Promise<PipelineResult> {
     }),
   );
 
-  const pub = jetstream(nc);
+  const pub = new JsPublisher(nc, '_INBOX.bench');
+  await pub.start();
   const payload = new Uint8Array(o.payloadBytes).fill(120);
-  const publish = (js: JetStreamClient, i: number) => {
+  const publish = (js: JsPublisher, i: number) => {
     const room = i % o.rooms;
     const h = headers();
     h.set('t', String(performance.now()));
@@ -172,27 +198,35 @@ export async function benchRaw(o: RawOptions): Promise<PipelineResult> {
       };
     });
 
-  // Throughput: as fast as it goes.
-  const t0 = performance.now();
-  await windowed(o.messages, o.window, (i) => publish(pub, i));
-  await waitDelivered(o.messages * o.membersPerRoom);
-  const seconds = (performance.now() - t0) / 1000;
-  const deliveredPerSec = Math.round((o.messages * o.membersPerRoom) / seconds);
-  progress(`raw: ${deliveredPerSec} deliveries/s`);
-
-  // Latency at a fixed rate.
-  const before = delivered;
-  latencies = [];
-  const count = o.latencyRate * o.latencySeconds;
-  await atRate(count, o.latencyRate, (i) => void publish(pub, i));
-  await waitDelivered(before + count * o.membersPerRoom);
-  const latencyMs = percentiles(latencies);
-  progress(`raw: latency at ${o.latencyRate}/s p50 ${latencyMs.p50} ms p99 ${latencyMs.p99} ms`);
-
-  for (const f of fanouts) await f();
-  for (const close of closers) await close();
-  await Promise.all([...memberConns, fanConn].map((c) => c.close()));
-  for (const name of ['BENCH_ROOMS', 'BENCH_INBOX']) await jsm.streams.delete(name).catch(() => undefined);
-  await nc.close();
-  return { deliveredPerSec, latencyMs };
+  return {
+    async throughput(messages) {
+      const before = delivered;
+      const t0 = performance.now();
+      await windowed(messages, o.window, (i) => publish(pub, i));
+      await waitDelivered(before + messages * o.membersPerRoom);
+      const perSec = Math.round((messages * o.membersPerRoom) / ((performance.now() - t0) / 1000));
+      progress(`raw: ${perSec} deliveries/s`);
+      return perSec;
+    },
+    async latency(ratePerSec, seconds) {
+      const before = delivered;
+      latencies = [];
+      const count = Math.round(ratePerSec * seconds);
+      await atRate(count, ratePerSec, (i) => void publish(pub, i));
+      await waitDelivered(before + count * o.membersPerRoom);
+      const endToEnd = tail(latencies);
+      latencies = undefined;
+      progress(`raw: at ${ratePerSec}/s p50 ${endToEnd.p50} p99 ${endToEnd.p99} max ${endToEnd.max} ms`);
+      return { endToEnd };
+    },
+    async close() {
+      for (const f of fanouts) await f();
+      for (const it of iters) await it.close();
+      for (const fp of [pub, ...fanPublishers]) fp.close();
+      await Promise.all([...memberConns, ...fanConns].map((c) => c.close()));
+      for (const name of ['BENCH_ROOMS', 'BENCH_INBOX'])
+        await jsm.streams.delete(name).catch(() => undefined);
+      await nc.close();
+    },
+  };
 }

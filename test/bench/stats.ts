@@ -11,6 +11,32 @@ export function percentiles(values: number[]): { p50: number; p95: number; p99: 
   return { p50: at(0.5), p95: at(0.95), p99: at(0.99) };
 }
 
+/** The tail of a latency distribution: p50/p99/p99.9 and the worst, rounded to 0.01 ms. */
+export interface Tail {
+  p50: number;
+  p99: number;
+  p999: number;
+  max: number;
+  count: number;
+}
+
+/** p50/p99/p99.9/max of a list of milliseconds. */
+export function tail(values: number[]): Tail {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) => {
+    if (sorted.length === 0) return Number.NaN;
+    const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+    return Math.round((sorted[i] ?? 0) * 100) / 100;
+  };
+  return { p50: at(0.5), p99: at(0.99), p999: at(0.999), max: at(1), count: sorted.length };
+}
+
+/** The median of a few numbers. */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
 /** Peak resident set size of a process in MB (VmHWM), or undefined when it cannot be read. */
 export function peakRssMb(pid: number | undefined): number | undefined {
   if (!pid) return undefined;

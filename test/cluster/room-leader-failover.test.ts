@@ -8,7 +8,14 @@ import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { type SendReply, streams } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
-import { startParley, type TestParley, type TestServer, waitFor } from '@parley/test/harness';
+import {
+  reportRecovery,
+  startParley,
+  type TestParley,
+  type TestServer,
+  waitFor,
+  worstDelayAfterRecovery,
+} from '@parley/test/harness';
 
 const TOTAL = 240;
 const KILL_AFTER = [60, 150];
@@ -28,8 +35,10 @@ describe('rooms on a 3-node JetStream cluster', () => {
     const alice = await parley.connect(a.creds);
     const bob = await parley.connect(b.creds);
     const handled: Delivery[] = [];
+    const handledAt = new Map<string, number>();
     bob.on('message', (d) => {
       handled.push(d);
+      if (!handledAt.has(d.message.id)) handledAt.set(d.message.id, Date.now());
     });
     await bob.listening;
     const room = await alice.rooms.create('failover', { members: [b.id] });
@@ -43,10 +52,14 @@ describe('rooms on a 3-node JetStream cluster', () => {
 
     // The sender: one message after another, each retried with its client id until accepted.
     const accepted: SendReply[] = [];
+    const acceptedAt = new Map<string, number>();
+    let lastRestartAt = 0;
     let stopped = false;
     const sending = (async () => {
       for (let i = 0; i < TOTAL && !stopped; i++) {
-        accepted.push(await room.send(`m${i}`, { deadlineMs: 60_000 }));
+        const r = await room.send(`m${i}`, { deadlineMs: 60_000 });
+        acceptedAt.set(r.id, Date.now());
+        accepted.push(r);
       }
     })();
     // Leadership moves after a kill: ask until a leader answers.
@@ -88,6 +101,7 @@ describe('rooms on a 3-node JetStream cluster', () => {
         // The killed node comes back with its data and catches up with what it missed.
         const restartAt = Date.now();
         await cluster.restart(leader);
+        lastRestartAt = Date.now();
         const rejoined = `n${leader + 1}`;
         await waitFor(
           async () => {
@@ -168,6 +182,13 @@ describe('rooms on a 3-node JetStream cluster', () => {
     const info = await jsm.streams.info(streams.rooms);
     assert.equal(info.cluster?.replicas?.length, 2);
     for (const f of figures) t.diagnostic(f);
+    await reportRecovery(
+      'room stream leader kill -9 (3 nodes)',
+      worstDelayAfterRecovery(
+        [...handledAt].map(([id, at]) => ({ acceptedAt: acceptedAt.get(id) ?? at, handledAt: at })),
+        lastRestartAt,
+      ),
+    );
     t.diagnostic(`${TOTAL} messages sent and delivered once each, ${KILL_AFTER.length} leader kills`);
   });
 });

@@ -251,4 +251,5 @@ export * from './parley.js';
 export * from './participants.js';
 export * from './processes.js';
 export * from './prometheus.js';
+export * from './recovery.js';
 export { waitFor } from './wait.js';

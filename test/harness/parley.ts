@@ -5,7 +5,7 @@ import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-n
 import type { ConsentConfig } from '@parley/consent';
 import { type BackboneOptions, registryApi, request, subjects } from '@parley/contracts';
 import { mintServiceCreds } from '@parley/governance';
-import { type Logger, silentLogger } from '@parley/kit';
+import { createLogger, type Logger, silentLogger } from '@parley/kit';
 import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';
 import {
@@ -86,7 +86,11 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       home,
       natsPort: await freePort(),
       httpPort: await freePort(),
-      log: options.log ?? silentLogger(),
+      log:
+        options.log ??
+        (process.env.PARLEY_TEST_LOG
+          ? createLogger({ name: 'test', level: process.env.PARLEY_TEST_LOG })
+          : silentLogger()),
       ...(backbone ? { backbone } : {}),
       rooms: {
         PARLEY_RATE_AGENT_PER_SEC: 0,

@@ -11,18 +11,59 @@ import { after, before, describe, it } from 'node:test';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
   GUARDS_OFF,
+  reportRecovery,
   type ServiceProcess,
   startParley,
   startServiceProcess,
   type TestParley,
   waitFor,
+  worstDelayAfterRecovery,
 } from '@parley/test/harness';
 
 interface Member {
   id: string;
   agent: Agent;
-  /** room → handled (roomSeq, id) in handling order */
-  handled: Map<string, { seq: number; id: string }[]>;
+  /** room → handled (roomSeq, id, when) in handling order */
+  handled: Map<string, { seq: number; id: string; at: number; inboxedAt: number; redelivered: boolean }[]>;
+}
+
+/** When each accepted message was accepted (ms since the epoch), by id. */
+const acceptedAt = new Map<string, number>();
+
+/** Where the slowest delivery after the restart spent its time (ms relative to the restart). */
+function slowest(members: Member[], restartAt: number) {
+  let worst: Record<string, unknown> | undefined;
+  let worstMs = -1;
+  for (const m of members) {
+    for (const [room, list] of m.handled) {
+      for (const h of list) {
+        const accepted = acceptedAt.get(h.id) ?? h.at;
+        const ms = h.at - Math.max(accepted, restartAt);
+        if (ms > worstMs) {
+          worstMs = ms;
+          worst = {
+            member: m.id,
+            room,
+            seq: h.seq,
+            accepted: accepted - restartAt,
+            inboxed: h.inboxedAt - restartAt,
+            handled: h.at - restartAt,
+            redelivered: h.redelivered,
+          };
+        }
+      }
+    }
+  }
+  return worst;
+}
+
+/** Every member's first handling of each accepted message, with when it was accepted. */
+function timed(members: Member[]) {
+  return members.flatMap((m) =>
+    [...m.handled.values()]
+      .flat()
+      .map((h) => ({ acceptedAt: acceptedAt.get(h.id) ?? h.at, handledAt: h.at })),
+  );
 }
 
 async function member(parley: TestParley): Promise<Member> {
@@ -31,7 +72,13 @@ async function member(parley: TestParley): Promise<Member> {
   const m: Member = { id: p.id, agent, handled: new Map() };
   agent.on('message', (d: Delivery) => {
     const list = m.handled.get(d.room) ?? [];
-    list.push({ seq: d.roomSeq, id: d.message.id });
+    list.push({
+      seq: d.roomSeq,
+      id: d.message.id,
+      at: Date.now(),
+      inboxedAt: d.inboxedAt ?? 0,
+      redelivered: d.redelivered,
+    });
     m.handled.set(d.room, list);
   });
   await agent.listening;
@@ -48,6 +95,7 @@ async function sendMany(agent: Agent, room: string, count: number, window: numbe
       const i = next++;
       try {
         const r = await agent.rooms.room(room).send(`m${i}`, { deadlineMs: 60_000 });
+        acceptedAt.set(r.id, Date.now());
         accepted.push(r.id);
         onAccepted();
       } catch (err) {
@@ -93,11 +141,13 @@ describe('reliability: nats-server killed -9 under traffic', () => {
     const r2 = await b.agent.rooms.create('r2', { members: [a.id, c.id] });
     let acceptedCount = 0;
     const kills: { at: number; restartedMs: number }[] = [];
+    let lastRestartAt = 0;
     const chaos = (async () => {
       for (const threshold of [2_000, 6_000]) {
         await waitFor(() => acceptedCount >= threshold, `${threshold} accepted messages`, 120_000);
         const t0 = Date.now();
         await parley.restartNats({ kill: true });
+        lastRestartAt = Date.now();
         kills.push({ at: acceptedCount, restartedMs: Date.now() - t0 });
       }
     })();
@@ -122,10 +172,16 @@ describe('reliability: nats-server killed -9 under traffic', () => {
       total >= 9_990,
       `only ${total} of 10,000 sends were accepted (${failures.length} failed: ${String(failures[0])})`,
     );
+    // Wait for the accepted ids themselves: a send that failed may still have been stored, and its
+    // delivery must not stand in for a missing one.
+    const seen = (m: Member, room: string) => new Set((m.handled.get(room) ?? []).map((h) => h.id));
     await waitFor(
       () =>
         members.every((m) =>
-          [...accepted].every(([room, ids]) => (m.handled.get(room)?.length ?? 0) >= ids.length),
+          [...accepted].every(([room, ids]) => {
+            const got = seen(m, room);
+            return ids.every((id) => got.has(id));
+          }),
         ),
       () =>
         `every member to handle every accepted message (handled ${members
@@ -137,6 +193,9 @@ describe('reliability: nats-server killed -9 under traffic', () => {
     console.log(
       `reliability: ${total} accepted, ${failures.length} failed sends, kills at ${kills.map((k) => `${k.at} (restart ${k.restartedMs} ms)`).join(', ')}`,
     );
+    await reportRecovery('nats-server kill -9', worstDelayAfterRecovery(timed(members), lastRestartAt), {
+      worst: slowest(members, lastRestartAt),
+    });
   });
 });
 
@@ -177,6 +236,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
     const room = await a.agent.rooms.create('replicas', { members: [b.id, c.id] });
     let acceptedCount = 0;
     const kills: number[] = [];
+    let lastRestartAt = 0;
     const chaos = (async () => {
       for (let k = 0; k < 4; k++) {
         const target = k % 2;
@@ -184,6 +244,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
         await replicas[target]?.kill9();
         kills.push(acceptedCount);
         replicas[target] = await startReplica(target);
+        lastRestartAt = Date.now();
       }
     })();
     const results = await Promise.all([
@@ -202,6 +263,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
     );
     assertExactlyOnceInOrder(members, accepted);
     console.log(`replica kills at ${kills.join(', ')} accepted messages; 3,000 accepted, 0 failed`);
+    await reportRecovery('rooms replicas kill -9', worstDelayAfterRecovery(timed(members), lastRestartAt));
   });
 });
 
@@ -242,11 +304,14 @@ describe('reliability: an agent killed -9 mid-stream', () => {
     const atKill = (await lines()).length;
     assert.ok(atKill < 400, 'the agent finished before it was killed');
     agent = await startAgentProcess(env);
+    const restartedAt = Date.now();
     await waitFor(
       async () => (await lines()).length >= 400,
       'the restarted agent to handle the rest',
       60_000,
     );
+    // Every message was accepted before the restart: the last one handled is the worst.
+    await reportRecovery('agent kill -9', Date.now() - restartedAt);
     await agent.kill9();
     const handled = (await lines()).map((l) => l.split(' '));
     assert.deepEqual(

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
-import { newId, streams, subjects } from '@parley/contracts';
+import { newId, request, roomsApi, streams, subjects } from '@parley/contracts';
 import {
   connectAdmin,
   connectService,
@@ -70,17 +70,42 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
     await parley?.destroy();
   });
 
-  it('lets an agent pull and ack its own inbox consumer', async () => {
-    const { nc } = await rawConnect(parley, alice.id, alice.creds);
-    const consumer = await jetstream(nc).consumers.get(streams.inbox, alice.id);
-    const m = await consumer.next({ expires: 2000 });
-    assert.equal(m?.string(), 'for alice');
-    m?.ack();
+  it('lets an agent receive (push, under its own _INBOX prefix) and ack its own inbox', async () => {
+    const { nc, errors } = await rawConnect(parley, alice.id, alice.creds);
+    const deliver = subjects.inboxDeliver(alice.id, 'session1');
+    const got: string[] = [];
+    nc.subscribe(deliver, {
+      callback: (_e, m) => {
+        if (m.reply?.startsWith('$JS.ACK.')) {
+          got.push(m.string());
+          m.respond('+ACK');
+        }
+      },
+    });
+    await nc.flush();
+    const attached = await request(nc, alice.id, roomsApi.attachInbox, { session: 'session1' });
+    assert.equal(attached.deliverSubject, deliver);
+    await waitFor(() => got.includes('for alice'), 'alice’s delivery');
     await waitFor(
       async () =>
         (await (await jetstreamManager(svc)).consumers.info(streams.inbox, alice.id)).num_ack_pending === 0,
       'the ack to land',
     );
+    // Flow control answers on its own consumer are allowed; on another's they are refused.
+    nc.publish(`$JS.FC.${streams.inbox}.${alice.id}.abcd`, '');
+    nc.publish(`$JS.FC.${streams.inbox}.${bob.id}.abcd`, '');
+    await refused(errors, `$JS.FC.${streams.inbox}.${bob.id}`, 'flow control on bob’s consumer');
+    assert.ok(!errors.some((e) => e.includes(`$JS.FC.${streams.inbox}.${alice.id}`)), errors.join('\n'));
+    await nc.close();
+  });
+
+  it('refuses pointing another participant’s inbox at itself', async () => {
+    const { nc } = await rawConnect(parley, alice.id, alice.creds);
+    // attachInbox names the caller's own consumer: there is no way to name bob's.
+    const r = await request(nc, alice.id, roomsApi.attachInbox, { session: 'session2' });
+    assert.equal(r.deliverSubject, subjects.inboxDeliver(alice.id, 'session2'));
+    const ci = await (await jetstreamManager(svc)).consumers.info(streams.inbox, bob.id);
+    assert.equal(ci.config.deliver_subject, subjects.inboxDeliver(bob.id));
     await nc.close();
   });
 

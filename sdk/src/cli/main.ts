@@ -13,6 +13,7 @@ import { registerAgentCommands } from './commands/agent.js';
 import { registerConnectCommands } from './commands/connect.js';
 import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
+import { registerDoctorCommand } from './commands/doctor.js';
 import { registerGovernanceCommands } from './commands/governance.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerMcpCommands } from './commands/mcp.js';
@@ -78,6 +79,7 @@ export function buildProgram(
   registerTraceCommands(program, ctx);
   registerConnectCommands(program, ctx);
   registerMcpCommands(program, ctx);
+  registerDoctorCommand(program, ctx);
   return program;
 }
 

@@ -131,17 +131,10 @@ export async function ensureBackbone(
   return report;
 }
 
-/**
- * Creates (or keeps) the durable consumer that is a participant's inbox. Only services do this:
- * participants are never allowed to create consumers.
- */
-export async function ensureInboxConsumer(
-  jsm: JetStreamManager,
-  participantId: string,
-  options: BackboneOptions = {},
-): Promise<void> {
+/** The JetStream configuration of a participant's inbox consumer (push, flow control, heartbeats). */
+export function inboxConsumerConfig(participantId: string, options: BackboneOptions = {}) {
   const c = inboxConsumer(participantId, options);
-  await jsm.consumers.add(c.stream, {
+  return {
     durable_name: c.durableName,
     filter_subject: c.filterSubject,
     ack_policy: AckPolicy.Explicit,
@@ -150,6 +143,32 @@ export async function ensureInboxConsumer(
     max_deliver: c.maxDeliver,
     max_ack_pending: c.maxAckPending,
     num_replicas: c.replicas,
+    deliver_subject: c.deliverSubject,
+    idle_heartbeat: nanos(c.idleHeartbeatMs),
+    flow_control: c.flowControl,
+  };
+}
+
+/**
+ * Creates the durable consumer that is a participant's inbox, or keeps the one there (one made by
+ * an earlier version as a pull consumer is turned into a push one when the participant attaches,
+ * see the rooms service's `attachInbox`). Only services do this: participants are never allowed to
+ * create consumers.
+ */
+export async function ensureInboxConsumer(
+  jsm: JetStreamManager,
+  participantId: string,
+  options: BackboneOptions = {},
+): Promise<void> {
+  const c = inboxConsumer(participantId, options);
+  const existing = await jsm.consumers.info(c.stream, c.durableName).catch((err: Error) => {
+    if (/consumer not found/i.test(err.message)) return undefined;
+    throw err;
+  });
+  if (existing) return;
+  await jsm.consumers.add(c.stream, inboxConsumerConfig(participantId, options)).catch(async (err: Error) => {
+    // Created at the same moment by another replica: fine if it is there now.
+    if (!(await jsm.consumers.info(c.stream, c.durableName).catch(() => undefined))) throw err;
   });
 }
 

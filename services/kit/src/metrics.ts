@@ -19,6 +19,7 @@ export const metricNames = {
   deliveryLatency: 'parley_message_delivery_seconds',
   fanoutLagMessages: 'parley_fanout_lag_messages',
   fanoutLagSeconds: 'parley_fanout_lag_seconds',
+  fanoutUnheld: 'parley_fanout_unheld_partitions',
   inboxBacklogTop: 'parley_inbox_backlog_messages',
   inboxBacklogParticipants: 'parley_inbox_backlog_participants',
   inboxBacklogTotal: 'parley_inbox_backlog_total_messages',
@@ -75,6 +76,8 @@ export interface ParleyMetrics {
   observeDelivery(seconds: number): void;
   /** How far the fan-out of `partition` is behind the room log. */
   setFanoutLag(partition: number, lag: { messages: number; seconds?: number }): void;
+  /** Partitions with entries waiting and no live lease holder (should be 0; a replica takes them). */
+  setFanoutUnheld(partitions: number): void;
   /**
    * Replaces the inbox backlog picture with `backlogs` (participant id → unacknowledged messages,
    * e.g. from each inbox consumer's `num_pending + num_ack_pending`). Exported as: the top-N
@@ -140,6 +143,11 @@ export function createMetrics(options: CreateMetricsOptions = {}): ParleyMetrics
     labelNames: ['partition'] as const,
     registers,
   });
+  const unheld = new Gauge({
+    name: metricNames.fanoutUnheld,
+    help: 'Fan-out partitions with room-log entries waiting and no live lease holder.',
+    registers,
+  });
   const backlogTop = new Gauge({
     name: metricNames.inboxBacklogTop,
     help: `Unacknowledged inbox messages of the ${topN} participants with the largest backlog (bounded: only those get a series).`,
@@ -196,6 +204,9 @@ export function createMetrics(options: CreateMetricsOptions = {}): ParleyMetrics
       if (!Number.isInteger(partition) || partition < 0 || partition >= 4096) return;
       lagMessages.set({ partition: String(partition) }, lag.messages);
       if (lag.seconds !== undefined) lagSeconds.set({ partition: String(partition) }, lag.seconds);
+    },
+    setFanoutUnheld(partitions) {
+      unheld.set(partitions);
     },
     recordInboxBacklog(backlogs) {
       const all = [...backlogs];

@@ -36,6 +36,8 @@ export interface RunServiceProcessOptions<C extends ProcessConfig> {
      * for a service that makes requests on a principal's behalf (the MCP HTTP endpoint).
      */
     connectAs: (principal: string) => Promise<NatsConnection>;
+    /** Another connection with the same credentials (the service drains what it opened). */
+    connect: (purpose: string) => Promise<NatsConnection>;
     log: Logger;
     config: C;
     tracer: Tracer;
@@ -74,13 +76,15 @@ export async function runServiceProcess<C extends ProcessConfig>(
     log,
   });
   const metrics = createMetrics();
-  const nc = await connectNats({
-    servers: serverList(config.NATS_URL),
-    name: `parley-${o.name}`,
-    principal: `svc_${o.name}`,
-    ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
-    log,
-  });
+  const connect = (purpose?: string) =>
+    connectNats({
+      servers: serverList(config.NATS_URL),
+      name: purpose ? `parley-${o.name}-${purpose}` : `parley-${o.name}`,
+      principal: `svc_${o.name}`,
+      ...(config.NATS_CREDS ? { creds: config.NATS_CREDS } : {}),
+      log,
+    });
+  const nc = await connect();
   // Requests are received and answered on a least-privilege connection of their own (ServiceResponder).
   let responder = nc;
   if (config.NATS_RESPONDER_CREDS) {
@@ -99,6 +103,7 @@ export async function runServiceProcess<C extends ProcessConfig>(
   const service = await o.create({
     nc,
     responder,
+    connect,
     connectAs: (principal) =>
       connectNats({
         servers: serverList(config.NATS_URL),
@@ -115,7 +120,11 @@ export async function runServiceProcess<C extends ProcessConfig>(
   await service.start();
   const http = createHealthServer({
     log,
-    checks: { nats: () => !nc.isClosed() && !responder.isClosed(), [o.name]: () => service.ready() },
+    checks: {
+      nats: () => !nc.isClosed() && !responder.isClosed(),
+      [o.name]: () => service.ready(),
+      ...service.checks,
+    },
     metrics,
   });
   await o.http?.(http, { service, log, config });

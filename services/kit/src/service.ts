@@ -15,6 +15,8 @@ export interface ParleyService {
   stop(): Promise<void>;
   /** True while the service is started and healthy. */
   ready(): boolean;
+  /** Further named health checks for `/healthz` (e.g. the fan-out: every partition has a holder). */
+  checks?: Record<string, () => boolean>;
 }
 
 /**

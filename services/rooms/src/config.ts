@@ -31,6 +31,15 @@ export const RoomsEnv = z.object({
     .max(1_000)
     .default(100)
     .describe('Most room messages the fan-out handles per batch (publish all, await all, ack). @default 100'),
+  PARLEY_FANOUT_CONNECTIONS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(16)
+    .default(2)
+    .describe(
+      'NATS connections of the fan-out, apart from the ingress (partitions spread over them); 0 = share the service connection. @default 2',
+    ),
   PARLEY_MAX_MESSAGE_BYTES: z.coerce
     .number()
     .int()

@@ -2,15 +2,20 @@
  * The fan-out: for each room-log entry, one publish per recipient to its inbox subject
  * `parley.inbox.<recipient>.<room>`, then the entry is acknowledged.
  *
- * - The log is split in partitions (`parley.room.<p>.*`), each read by a durable consumer
- *   `fanout_<p>` that only the holder of the partition's lease pulls from (see leases.ts).
+ * - The log is split in partitions (`parley.room.<p>.*`), each read by a durable push consumer
+ *   `fanout_<p>` that delivers to the lease holder's own subject (see leases.ts): no entry waits
+ *   for a pull request to reach the server (nats-server 2.9.10 can lose an expired pull without
+ *   telling the client, which stalled partitions for seconds).
+ * - Partitions are spread over the fan-out's own NATS connections (never the ingress's): on 2.9 a
+ *   connection's JetStream publishes are stored one after the other in that connection's read
+ *   loop, so a shared socket queues inbox writes behind room appends.
  * - Entries are handled in micro-batches: everything that arrived while the previous batch was in
  *   flight, up to `batchSize`; all inbox publishes of a batch go out at once, and when every one was
  *   acknowledged by JetStream the batch is acknowledged with one ack (AckAll).
  * - Recipients are decided at the entry's position: membership events are applied in log order to a
  *   per-room view (membership intervals), persisted in `fanout.<room>` before the ack.
  * - Idempotence and fencing without the dedupe window: per (recipient, room) the fan-out knows the
- *   last room position it delivered and the inbox sequence it got (from the PubAck, or after a
+ *   last room position it delivered and the inbox sequence it got (from the StoredAck, or after a
  *   restart from a direct get of the subject's last message). A position already delivered is
  *   skipped; every publish carries `Nats-Expected-Last-Subject-Sequence`, so if two replicas ever
  *   believed they owned the partition, the server refuses the stale one's publish instead of
@@ -18,14 +23,14 @@
  */
 import {
   AckPolicy,
+  type ConsumerMessages,
   DeliverPolicy,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
-  type PubAck,
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { nanos, headers as natsHeaders } from '@nats-io/transport-node';
+import { type NatsConnection, nanos, headers as natsHeaders } from '@nats-io/transport-node';
 import {
   type Context,
   type DeliveryFilter,
@@ -35,27 +40,40 @@ import {
   type MemberRole,
   type MembershipChange,
   otelApi,
+  PUSH_IDLE_HEARTBEAT_MS,
   type RoomChange,
   recordSpanError,
   roomOf,
   runInSpan,
   type Span,
+  serviceId,
   startMessagingSpan,
   streams,
   subjects,
   type Tracer,
   traceAttributes,
 } from '@parley/contracts';
-import { isKvConflict, type Logger, type ParleyMetrics } from '@parley/kit';
+import { isKvConflict, type JsPublisher, type Logger, type ParleyMetrics, type StoredAck } from '@parley/kit';
 import { createLeaseManager } from './leases.js';
 import { LruMap } from './lru.js';
 import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
 import type { ObservedEntry } from './runaway.js';
 
-/** Settings of the fan-out. */
-export interface FanoutOptions {
+/** One NATS connection of the fan-out, with its JetStream clients. */
+export interface FanoutConnection {
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
+  /** Inbox writes (StoredAcks paired without an Error built per completed request). */
+  publisher: JsPublisher;
+}
+
+/** Settings of the fan-out. */
+export interface FanoutOptions {
+  /** For consumer management and lookups. */
+  jsm: JetStreamManager;
+  /** Partition p is received and written on `connections[p % connections.length]`. */
+  connections: FanoutConnection[];
   rooms: KV;
   leases: KV;
   partitions: number;
@@ -93,20 +111,43 @@ const FORWARDED_HEADERS = [headerNames.messageId, headerNames.traceparent, heade
 /** The consumer name of a partition. */
 export const partitionConsumer = (p: number) => `fanout_${p}`;
 
+/** Most entries a partition consumer pushes before the fan-out acknowledged them. */
+const MAX_ACK_PENDING = 10_000;
+
+/** A replica id as one subject token. */
+const replicaToken = (id: string) => id.replace(/[^A-Za-z0-9_-]/g, '_');
+
 export function createFanout(o: FanoutOptions) {
   const log = o.log.child({ component: 'fanout', replica: o.replicaId });
   const views = new LruMap<string, RoomView>(50_000);
   const cursors = new LruMap<string, Cursor>(200_000);
   const workers = new Map<number, ReturnType<typeof startWorker>>();
 
-  async function ensureConsumer(p: number): Promise<void> {
+  const deliverSubject = (p: number) =>
+    subjects.fanoutDeliver(serviceId('rooms'), p, replicaToken(o.replicaId));
+  const connectionOf = (p: number): FanoutConnection => {
+    const c = o.connections[p % o.connections.length];
+    if (!c) throw new Error('the fan-out needs at least one connection');
+    return c;
+  };
+
+  /**
+   * Makes partition p's consumer deliver to this replica. It is recreated at its ack floor when it
+   * delivers elsewhere (another replica held the partition, or it is a pull consumer from an earlier
+   * version) or holds unacknowledged entries (a previous owner's: they would come back only after
+   * the ack wait, behind newer ones).
+   */
+  async function ensureConsumer(p: number): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
       durable_name: name,
       filter_subject: subjects.roomPartition(p),
       ack_policy: AckPolicy.All,
       ack_wait: nanos(30_000),
-      max_ack_pending: 20_000,
+      max_ack_pending: MAX_ACK_PENDING,
+      deliver_subject: deliverSubject(p),
+      idle_heartbeat: nanos(PUSH_IDLE_HEARTBEAT_MS),
+      flow_control: true,
     };
     const info = await o.jsm.consumers.info(streams.rooms, name).catch((err: Error) => {
       if (/consumer not found/i.test(err.message)) return undefined;
@@ -114,20 +155,23 @@ export function createFanout(o: FanoutOptions) {
     });
     if (!info) {
       await o.jsm.consumers.add(streams.rooms, { ...base, deliver_policy: DeliverPolicy.All });
-      return;
+      return 0;
     }
-    // Entries handed to a previous owner and not acknowledged would be redelivered only after the
-    // ack wait, behind newer ones: restart the consumer at the ack floor to keep log order.
-    if (info.num_ack_pending > 0) {
-      const start = info.ack_floor.stream_seq + 1;
-      await o.jsm.consumers.delete(streams.rooms, name);
-      await o.jsm.consumers.add(streams.rooms, {
-        ...base,
-        deliver_policy: DeliverPolicy.StartSequence,
-        opt_start_seq: start,
-      });
-      log.info({ partition: p, start }, 'partition consumer restarted at its ack floor');
-    }
+    if (info.config.deliver_subject === base.deliver_subject && info.num_ack_pending === 0)
+      return info.delivered.consumer_seq;
+    const start = info.ack_floor.stream_seq + 1;
+    await o.jsm.consumers.delete(streams.rooms, name);
+    await o.jsm.consumers.add(streams.rooms, {
+      ...base,
+      ...(start > 1
+        ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }
+        : { deliver_policy: DeliverPolicy.All }),
+    });
+    log.info(
+      { partition: p, start, from: info.config.deliver_subject ?? 'pull', pending: info.num_ack_pending },
+      'partition consumer recreated at its ack floor',
+    );
+    return 0;
   }
 
   async function view(room: string): Promise<RoomView> {
@@ -184,18 +228,18 @@ export function createFanout(o: FanoutOptions) {
     }
   }
 
-  async function cursor(recipient: string, room: string): Promise<Cursor> {
+  async function cursor(conn: FanoutConnection, recipient: string, room: string): Promise<Cursor> {
     const key = `${recipient}.${room}`;
     let c = cursors.get(key);
     if (!c) {
-      c = await lookupCursor(recipient, room);
+      c = await lookupCursor(conn, recipient, room);
       cursors.set(key, c);
     }
     return c;
   }
 
-  async function lookupCursor(recipient: string, room: string): Promise<Cursor> {
-    const last = await o.jsm.direct.getMessage(streams.inbox, {
+  async function lookupCursor(conn: FanoutConnection, recipient: string, room: string): Promise<Cursor> {
+    const last = await conn.jsm.direct.getMessage(streams.inbox, {
       last_by_subj: subjects.inbox(recipient, room),
     });
     if (!last) return { roomSeq: 0, inboxSeq: 0 };
@@ -204,12 +248,13 @@ export function createFanout(o: FanoutOptions) {
 
   /** One inbox publish with its producer span (child of the room entry's fan-out span). */
   function publishOne(
+    conn: FanoutConnection,
     item: Delivery,
     recipient: string,
     room: string,
     prevRoomSeq: number,
     expectedInboxSeq: number | undefined,
-  ): Promise<PubAck> {
+  ): Promise<StoredAck> {
     const { m, parent } = item;
     const span = startMessagingSpan(o.tracer, {
       operation: 'send',
@@ -238,7 +283,9 @@ export function createFanout(o: FanoutOptions) {
       if (prevRoomSeq > 0) h.set(headerNames.prevSeq, String(prevRoomSeq));
       h.set(headerNames.msgId, `${m.seq}:${recipient}`);
       if (expectedInboxSeq !== undefined) h.set(headerNames.expectedLastSubjectSeq, String(expectedInboxSeq));
-      const ack = await o.js.publish(subjects.inbox(recipient, room), m.data, { headers: h });
+      const ack = await conn.publisher.publish(subjects.inbox(recipient, room), m.data, {
+        headers: h,
+      });
       if (!ack.duplicate) o.metrics?.observeDelivery((Date.now() - m.info.timestampNanos / 1e6) / 1000);
       return ack;
     };
@@ -252,33 +299,38 @@ export function createFanout(o: FanoutOptions) {
    * which keeps their order without waiting for each acknowledgement. A writer that loses the
    * fence (another replica believed it owned the partition) writes nothing more for that subject.
    */
-  async function deliverRun(recipient: string, room: string, items: Delivery[]): Promise<void> {
+  async function deliverRun(
+    conn: FanoutConnection,
+    recipient: string,
+    room: string,
+    items: Delivery[],
+  ): Promise<void> {
     const key = `${recipient}.${room}`;
-    let c = await cursor(recipient, room);
+    let c = await cursor(conn, recipient, room);
     for (let attempt = 0; ; attempt++) {
       // Entries at or below the cursor were delivered before (a re-run after a crash).
       const todo = items.filter((x) => x.m.seq > c.roomSeq);
       const [first, ...rest] = todo;
       if (!first) return;
       if (attempt === 3) throw new Error(`inbox ${key} keeps changing under the fan-out`);
-      let fenced: PubAck;
+      let fenced: StoredAck;
       try {
-        fenced = await publishOne(first, recipient, room, c.roomSeq, c.inboxSeq);
+        fenced = await publishOne(conn, first, recipient, room, c.roomSeq, c.inboxSeq);
       } catch (err) {
         if (!isKvConflict(err)) throw err;
-        c = await lookupCursor(recipient, room);
+        c = await lookupCursor(conn, recipient, room);
         cursors.set(key, c);
         continue;
       }
       if (fenced.duplicate) {
         // Stored before, within the dedupe window: the cursor was behind. Read it again.
-        c = await lookupCursor(recipient, room);
+        c = await lookupCursor(conn, recipient, room);
         cursors.set(key, c);
         continue;
       }
       const acks = await Promise.all(
         rest.map((x, i) =>
-          publishOne(x, recipient, room, (i === 0 ? first : rest[i - 1])?.m.seq ?? 0, undefined),
+          publishOne(conn, x, recipient, room, (i === 0 ? first : rest[i - 1])?.m.seq ?? 0, undefined),
         ),
       );
       const last = todo.at(-1) ?? first;
@@ -303,7 +355,7 @@ export function createFanout(o: FanoutOptions) {
   }
 
   /** Handles one batch: every inbox publish acknowledged, views persisted, then one ack. */
-  async function handleBatch(batch: JsMsg[]): Promise<void> {
+  async function handleBatch(conn: FanoutConnection, batch: JsMsg[]): Promise<void> {
     const runs = new Map<string, { recipient: string; room: string; items: Delivery[] }>();
     const touched = new Map<string, RoomView>();
     const spans: Span[] = [];
@@ -353,7 +405,7 @@ export function createFanout(o: FanoutOptions) {
     }
     try {
       // Different inbox subjects go out in parallel.
-      await Promise.all([...runs.values()].map((r) => deliverRun(r.recipient, r.room, r.items)));
+      await Promise.all([...runs.values()].map((r) => deliverRun(conn, r.recipient, r.room, r.items)));
     } catch (err) {
       for (const span of spans) recordSpanError(span, err);
       o.metrics?.recordMessage('failed', 'UNAVAILABLE', batch.length);
@@ -373,34 +425,89 @@ export function createFanout(o: FanoutOptions) {
     }
   }
 
+  /**
+   * Handles a batch, retrying it in place when a write fails (a lost connection, a timeout): the
+   * batch stays unacknowledged and ours, and a re-run is idempotent (cursors are re-read from the
+   * inboxes). Recreating the consumer instead would wait for JetStream to be fully back first: after
+   * a whole-cluster restart that made recovery take 20 s. Gives up (the worker restarts) after 30
+   * attempts.
+   */
+  async function handleWithRetry(
+    conn: FanoutConnection,
+    batch: JsMsg[],
+    stopped: () => boolean,
+    plog: Logger,
+  ): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await handleBatch(conn, batch);
+        return;
+      } catch (err) {
+        if (stopped() || attempt >= 30) throw err;
+        plog.warn({ err: (err as Error).message, attempt }, 'fan-out batch failed: retrying it');
+        cursors.clear();
+        views.clear();
+        // Short: the write fails fast while JetStream is away, and every wait adds to the recovery.
+        await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
+      }
+    }
+  }
+
   function startWorker(p: number) {
     let stopped = false;
-    let messages:
-      | Awaited<ReturnType<Awaited<ReturnType<JetStreamClient['consumers']['get']>>['consume']>>
-      | undefined;
+    let messages: ConsumerMessages | undefined;
     const queue: JsMsg[] = [];
     let wake: (() => void) | undefined;
     const plog = log.child({ partition: p });
+    const conn = connectionOf(p);
 
     const run = async () => {
       let backoff = 100;
       while (!stopped) {
         try {
-          await ensureConsumer(p);
-          const consumer = await o.js.consumers.get(streams.rooms, partitionConsumer(p));
+          // The consumer's delivery sequence so far: each push must be the next one. A jump means
+          // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
+          // count as delivered, and acknowledging a later one (AckAll) would skip them.
+          let lastDelivery = await ensureConsumer(p);
+          let gap = false;
           queue.length = 0;
-          messages = await consumer.consume({
-            max_messages: Math.max(256, o.batchSize * 4),
-            // Short pulls: a moved stream leader, or a consume left without a pull at the server (see
-            // sdk/src/delivery.ts), stalls a partition for ~5 s at most instead of 30.
-            expires: 5_000,
+          const consumer = await conn.js.consumers.getBoundPushConsumer({
+            deliver_subject: deliverSubject(p),
+            idle_heartbeat: nanos(PUSH_IDLE_HEARTBEAT_MS),
+          });
+          const current = await consumer.consume({
             abort_on_missing_resource: true,
             callback: (m) => {
+              const d = m.info.deliverySequence;
+              if (d > lastDelivery + 1) gap = true;
+              // Lower or equal: the server went back (it restarted with older state) and sends
+              // again what may have been handled: the cursors make that idempotent.
+              lastDelivery = d;
               queue.push(m);
               wake?.();
             },
           });
-          const closed = messages.closed().then(() => {
+          messages = current;
+          let missed = false;
+          void (async () => {
+            // Two missed heartbeats: the consumer was deleted or moved (e.g. a stream leader
+            // change): start over, which recreates it here if needed.
+            for await (const s of current.status()) {
+              if (s.type !== 'heartbeats_missed') continue;
+              // Start over (resubscribe, and recreate the consumer at its ack floor if it holds
+              // entries) — but only once JetStream answers again: while it does not (a cluster
+              // electing leaders), a restart cannot succeed and only adds to the recovery. A
+              // consumer that answers yet pushes nothing (seen after a whole-cluster restart: a
+              // room's partition stalled for minutes) needs the restart.
+              const info = await o.jsm.consumers
+                .info(streams.rooms, partitionConsumer(p))
+                .catch(() => undefined);
+              if (!info) continue;
+              missed = true;
+              wake?.();
+            }
+          })();
+          const closed = current.closed().then(() => {
             wake?.();
           });
           backoff = 100;
@@ -411,14 +518,17 @@ export function createFanout(o: FanoutOptions) {
               });
               wake = undefined;
               if (queue.length === 0) {
-                // Woken with nothing to do: the consumer closed under us (deleted, or we stopped).
-                if (!stopped) throw new Error('partition consumer closed');
+                // Woken with nothing to do: the consumer closed under us (deleted, or we stopped),
+                // or its heartbeats stopped.
+                if (!stopped)
+                  throw new Error(missed ? 'partition heartbeats missed' : 'partition consumer closed');
                 break;
               }
             }
-            await handleBatch(queue.splice(0, o.batchSize));
+            if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
+            await handleWithRetry(conn, queue.splice(0, o.batchSize), () => stopped, plog);
           }
-          await messages.close().catch(() => undefined);
+          await current.close().catch(() => undefined);
           await closed;
         } catch (err) {
           await messages?.close().catch(() => undefined);
@@ -443,12 +553,36 @@ export function createFanout(o: FanoutOptions) {
     };
   }
 
+  /** Partitions with entries waiting and no live holder, as of the last balance. */
+  let unheld: number[] = [];
+  async function checkUnheld(free: number[]): Promise<void> {
+    const waiting: { partition: number; pending: number }[] = [];
+    for (const p of free) {
+      const info = await o.jsm.consumers.info(streams.rooms, partitionConsumer(p)).catch(() => undefined);
+      const pending = info ? info.num_pending + info.num_ack_pending : 0;
+      if (pending > 0) waiting.push({ partition: p, pending });
+    }
+    unheld = waiting.map((w) => w.partition);
+    o.metrics?.setFanoutUnheld(unheld.length);
+    if (waiting.length > 0)
+      log.warn({ partitions: waiting }, 'fan-out partitions with entries waiting and no holder');
+  }
+
   const leases = createLeaseManager({
     kv: o.leases,
     replicaId: o.replicaId,
     partitions: o.partitions,
     ttlMs: o.leaseTtlMs,
     log,
+    onUnheld(free) {
+      if (free.length === 0) {
+        if (unheld.length > 0) log.info('every fan-out partition has a holder again');
+        unheld = [];
+        o.metrics?.setFanoutUnheld(0);
+        return;
+      }
+      void checkUnheld(free).catch((err) => log.warn({ err: (err as Error).message }, 'unheld check failed'));
+    },
     callbacks: {
       acquired(p) {
         workers.set(p, startWorker(p));
@@ -466,5 +600,7 @@ export function createFanout(o: FanoutOptions) {
     stop: () => leases.stop(),
     /** Partitions this replica works on. */
     owned: () => leases.held(),
+    /** Partitions with entries waiting and no live holder at the last balance (should be none). */
+    unheld: () => [...unheld],
   };
 }

@@ -4,7 +4,7 @@
  * appended to the room log with `Nats-Msg-Id = <sender>:<clientMsgId>`, so a client's retry is
  * de-duplicated; the reply `{ id, roomSeq }` goes out only after JetStream stored it.
  */
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Msg } from '@nats-io/transport-node';
 import {
   callerOf,
@@ -29,7 +29,14 @@ import {
   traceFieldsOf,
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { type MicroService, type ParleyMetrics, respondError, respondTo, toParleyError } from '@parley/kit';
+import {
+  type JsPublisher,
+  type MicroService,
+  type ParleyMetrics,
+  respondError,
+  respondTo,
+  toParleyError,
+} from '@parley/kit';
 import type { PolicyCache } from './policy-cache.js';
 import type { RoomCache } from './room-cache.js';
 import { entryHeaders, senderOf } from './room-log.js';
@@ -56,8 +63,9 @@ export interface SendGuard {
 
 /** What the ingress needs. */
 export interface IngressDeps {
-  js: JetStreamClient;
   jsm: JetStreamManager;
+  /** Room-log appends (PubAcks paired without nats.js building an Error per completed request). */
+  publisher: JsPublisher;
   rooms: RoomCache;
   policy: PolicyCache;
   tracer?: Tracer;
@@ -183,7 +191,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
           ...(message.onBehalfOf ? { [traceAttributes.onBehalfOf]: message.onBehalfOf.principal } : {}),
         });
       }
-      const ack = await deps.js
+      const ack = await deps.publisher
         .publish(`parley.room.${r.partition}.${r.id}`, encodeJson(message), {
           msgID: `${sender}:${req.clientMsgId}`,
           headers: entryHeaders(message),

@@ -7,4 +7,5 @@ export { rateLimitGuard } from './guards/rate-limit.js';
 export { roomPausedGuard } from './guards/room-paused.js';
 export { TokenBuckets } from './guards/token-bucket.js';
 export type { GuardedSend, SendGuard } from './ingress.js';
+export { createLeaseManager } from './leases.js';
 export { createRunawayDetector } from './runaway.js';

@@ -6,8 +6,14 @@
  *   renewed at once; a lease that could not be renewed for three quarters of the TTL is given up
  *   before it can expire under a worker that still believes it owns the partition;
  * - every TTL, the replica aims at its fair share, ceil(partitions / live replicas): it takes free
- *   partitions up to it and gives back the ones beyond it, so partitions spread when replicas join
- *   and move to the survivors when one dies (after at most one TTL).
+ *   partitions up to it, so partitions spread when replicas join and move to the survivors when one
+ *   dies (after at most one TTL).
+ * Coverage never depends on that count being right: a partition found without a holder at two
+ * balances in a row is taken by whoever sees it, beyond its fair share, and a replica gives a
+ * partition back only when a live replica below its fair share exists to take it. (On a first start
+ * of a fresh home a replica once computed the share of two replicas and held 8 of 16 partitions
+ * for good: rooms of the other 8 received nothing.) Every partition thus has a live holder within
+ * two TTLs of losing one. A balance step is bounded in time, so a hung KV listing cannot stop it.
  * Workers are stopped in the background: stopping one waits for its batch in flight.
  */
 import type { KV } from '@nats-io/kv';
@@ -28,6 +34,19 @@ export interface LeaseManagerOptions {
   ttlMs: number;
   log: Logger;
   callbacks: LeaseCallbacks;
+  /** After each balance: the partitions no live replica holds (this one could not take them). */
+  onUnheld?: (partitions: number[]) => void;
+}
+
+/** Rejects when `p` takes longer than `ms`. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} took over ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 interface Held {
@@ -38,6 +57,8 @@ interface Held {
 export function createLeaseManager(o: LeaseManagerOptions) {
   const held = new Map<number, Held>();
   const stopping = new Set<Promise<void>>();
+  /** Partitions whose worker is being stopped: not to be taken again until it stopped. */
+  const releasing = new Set<number>();
   const value = JSON.stringify({ replica: o.replicaId });
   const timers: NodeJS.Timeout[] = [];
   let running = false;
@@ -50,19 +71,49 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   function release(p: number, deleteKey: boolean): void {
     const h = held.get(p);
     held.delete(p);
+    releasing.add(p);
     const done = o.callbacks
       .released(p)
       .then(async () => {
         if (deleteKey && h) await o.kv.delete(key(p), { previousSeq: h.revision }).catch(() => undefined);
       })
-      .finally(() => stopping.delete(done));
+      .finally(() => {
+        releasing.delete(p);
+        stopping.delete(done);
+      });
     stopping.add(done);
+  }
+
+  /** The backbone did not answer the last renewal: when it answers again, balance at once. */
+  let unreachable = false;
+  let kicked: Promise<void> | undefined;
+  function kickBalance(): void {
+    if (!running || kicked) return;
+    // After the partitions' balance in progress, if any: never two at once.
+    kicked = balancing
+      .then(() => (running ? balance() : undefined))
+      .catch((err) => log.warn({ err: (err as Error).message }, 'lease step failed'))
+      .finally(() => {
+        kicked = undefined;
+      });
+    balancing = kicked;
   }
 
   async function renew(): Promise<void> {
     const now = Date.now();
     await Promise.allSettled([
-      o.kv.put(`replica.${o.replicaId}`, value),
+      o.kv.put(`replica.${o.replicaId}`, value).then(
+        () => {
+          // Back after an outage (nats-server restarted, say): take the partitions that lapsed now,
+          // not at the next balance.
+          if (unreachable) kickBalance();
+          unreachable = false;
+        },
+        (err) => {
+          unreachable = true;
+          throw err;
+        },
+      ),
       ...[...held].map(async ([p, h]) => {
         try {
           h.revision = await o.kv.update(key(p), value, h.revision);
@@ -77,36 +128,102 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     ]);
   }
 
-  async function liveReplicas(): Promise<number> {
-    let n = 0;
-    for await (const _ of await o.kv.keys('replica.*')) n++;
-    return Math.max(1, n);
+  async function liveReplicas(): Promise<Set<string>> {
+    // A set: the count must not depend on how a listing returns a key.
+    const live = new Set<string>([o.replicaId]);
+    for await (const k of await o.kv.keys('replica.*')) live.add(k.slice('replica.'.length));
+    return live;
   }
 
+  /** Who holds each partition's lease (absent: nobody). */
+  async function holders(): Promise<Map<number, string>> {
+    const out = new Map<number, string>();
+    await Promise.all(
+      Array.from({ length: o.partitions }, async (_, p) => {
+        const e = await o.kv.get(key(p));
+        if (e && e.operation === 'PUT') {
+          try {
+            out.set(p, (e.json<{ replica?: string }>().replica ?? '?') as string);
+          } catch {
+            out.set(p, '?');
+          }
+        }
+      }),
+    );
+    return out;
+  }
+
+  async function take(p: number, holder: string | undefined): Promise<boolean> {
+    if (held.has(p) || releasing.has(p)) return false;
+    try {
+      let revision: number;
+      if (holder === o.replicaId) {
+        // Ours from before a restart (same replica id): take it back at once instead of after the TTL.
+        const e = await o.kv.get(key(p));
+        if (e?.operation !== 'PUT') return false;
+        revision = await o.kv.update(key(p), value, e.revision);
+      } else {
+        revision = await o.kv.create(key(p), value);
+      }
+      const already = held.get(p);
+      if (already) {
+        // Taken meanwhile by another step of this replica: one worker per partition.
+        already.revision = Math.max(already.revision, revision);
+        return false;
+      }
+      held.set(p, { revision, renewedAt: Date.now() });
+      log.info({ partition: p }, 'lease acquired');
+      o.callbacks.acquired(p);
+      return true;
+    } catch (err) {
+      if (!isKvConflict(err)) throw err;
+      return false;
+    }
+  }
+
+  /** Partitions seen without a holder at the previous balance. */
+  let wasFree = new Set<number>();
+
   async function balance(): Promise<void> {
-    const fair = Math.ceil(o.partitions / (await liveReplicas()));
+    // Generous: only a listing that never ends must not stop balancing (a recovering cluster is slow).
+    const bound = Math.max(5_000, 3 * o.ttlMs);
+    const [live, holding] = await Promise.all([
+      within(liveReplicas(), bound, 'listing live replicas'),
+      within(holders(), bound, 'reading the leases'),
+    ]);
+    const fair = Math.ceil(o.partitions / live.size);
     if (held.size > fair) {
-      for (const p of [...held.keys()].slice(fair)) {
-        log.info({ partition: p }, 'giving a partition back');
+      // Give back only what a live replica below its fair share can take at once.
+      const counts = new Map<string, number>();
+      for (const r of live) if (r !== o.replicaId) counts.set(r, 0);
+      for (const r of holding.values()) if (counts.has(r)) counts.set(r, (counts.get(r) ?? 0) + 1);
+      let room = 0;
+      for (const n of counts.values()) room += Math.max(0, fair - n);
+      const surplus = Math.min(held.size - fair, room);
+      for (const p of [...held.keys()].slice(0, surplus)) {
+        log.info({ partition: p, fair }, 'giving a partition back');
         release(p, true);
       }
-      return;
     }
     // Start at a replica-specific offset so replicas do not all race for partition 0.
     let offset = 0;
     for (const ch of o.replicaId) offset = (offset * 31 + ch.charCodeAt(0)) % o.partitions;
-    for (let i = 0; i < o.partitions && held.size < fair && running; i++) {
+    const free = new Set<number>();
+    for (let i = 0; i < o.partitions && running; i++) {
       const p = (offset + i) % o.partitions;
-      if (held.has(p)) continue;
-      try {
-        const revision = await o.kv.create(key(p), value);
-        held.set(p, { revision, renewedAt: Date.now() });
-        log.info({ partition: p }, 'lease acquired');
-        o.callbacks.acquired(p);
-      } catch (err) {
-        if (!isKvConflict(err)) throw err;
+      if (held.has(p) || releasing.has(p)) continue;
+      const holder = holding.get(p);
+      if (holder !== undefined && holder !== o.replicaId) continue;
+      // Up to the fair share; beyond it only what stayed without a holder since the last balance.
+      const orphan = wasFree.has(p) && holder === undefined;
+      if (held.size < fair || holder === o.replicaId || orphan) {
+        if (orphan && held.size >= fair) log.warn({ partition: p, fair }, 'taking a partition nobody holds');
+        if (await take(p, holder)) continue;
       }
+      if (holder === undefined) free.add(p);
     }
+    wasFree = free;
+    o.onUnheld?.([...free].sort((a, b) => a - b));
   }
 
   function every(ms: number, step: () => Promise<void>, set: (p: Promise<void>) => void): void {

@@ -1,12 +1,13 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { buckets, ParleyError, RoomMessage, roomsApi, subjects } from '@parley/contracts';
+import { buckets, ParleyError, RoomMessage, roomsApi, serviceId, subjects } from '@parley/contracts';
 import {
   bind,
   createDelegationVerifier,
   createMicroService,
   type DelegationVerifier,
+  JsPublisher,
   type Logger,
   type MicroService,
   type ParleyService,
@@ -19,11 +20,12 @@ import type { RoomsConfig } from './config.js';
 import { createConsentGate } from './consent.js';
 import { createControlPlane } from './control.js';
 import { createDeadLetters } from './dlq.js';
-import { createFanout } from './fanout.js';
+import { createFanout, type FanoutConnection } from './fanout.js';
 import { delegationGuard } from './guards/delegation.js';
 import { type IngressReplicas, trackIngressReplicas } from './guards/ingress-replicas.js';
 import { rateLimitGuard } from './guards/rate-limit.js';
 import { roomPausedGuard } from './guards/room-paused.js';
+import { attachInbox } from './inbox-attach.js';
 import { type SendGuard, serveIngress } from './ingress.js';
 import { createNotices } from './notices.js';
 import { createParticipantDirectory } from './participants.js';
@@ -35,12 +37,20 @@ import { createRunawayDetector } from './runaway.js';
 /** What the rooms service needs. */
 export interface RoomsDeps extends ServiceTelemetry, ServiceResponder {
   nc: NatsConnection;
+  /**
+   * Opens another connection with the service's credentials (named after `purpose`): the fan-out
+   * gets its own, so its inbox writes never queue behind the ingress on one socket. Without it the
+   * fan-out shares `nc`.
+   */
+  connect?: (purpose: string) => Promise<NatsConnection>;
   log: Logger;
   config: RoomsConfig;
 }
 
 /** The rooms service: room lifecycle and membership, the ingress and the fan-out. */
-export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPartitions(): number[] } {
+export function createRoomsService(
+  deps: RoomsDeps,
+): ParleyService & { ownedPartitions(): number[]; unheldPartitions(): number[] } {
   const { config } = deps;
   const log = deps.log.child({ component: 'rooms' });
   let micro: MicroService | undefined;
@@ -52,6 +62,10 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
   let verifier: DelegationVerifier | undefined;
   let replicas: IngressReplicas | undefined;
   let started = false;
+  const ownConnections: NatsConnection[] = [];
+  const publishers: JsPublisher[] = [];
+
+  const replyPrefix = subjects.replyPrefix(serviceId('rooms'));
 
   return {
     name: 'rooms',
@@ -122,6 +136,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
           }),
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
           bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
+          bind(roomsApi.attachInbox, (req, ctx) => attachInbox(jsm, log, ctx.caller, req.session)),
         ],
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics, standing },
       );
@@ -150,8 +165,11 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
               }),
               delegationGuard({ verifier, policy, js, log, metrics: deps.metrics }),
             ];
+        const publisher = new JsPublisher(deps.nc, replyPrefix);
+        await publisher.start();
+        publishers.push(publisher);
         serveIngress(micro, {
-          js,
+          publisher,
           jsm,
           rooms: cache,
           policy,
@@ -164,11 +182,26 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
         });
       }
       if (config.PARLEY_FANOUT) {
+        const connections: FanoutConnection[] = [];
+        for (let i = 0; deps.connect && i < config.PARLEY_FANOUT_CONNECTIONS; i++) {
+          const fnc = await deps.connect(`fanout-${i}`);
+          ownConnections.push(fnc);
+          const publisher = new JsPublisher(fnc, replyPrefix);
+          await publisher.start();
+          publishers.push(publisher);
+          connections.push({ nc: fnc, js: jetstream(fnc), jsm: await jetstreamManager(fnc), publisher });
+        }
+        if (connections.length === 0) {
+          const publisher = new JsPublisher(deps.nc, replyPrefix);
+          await publisher.start();
+          publishers.push(publisher);
+          connections.push({ nc: deps.nc, js, jsm, publisher });
+        }
         fanout = createFanout({
           ...(deps.tracer ? { tracer: deps.tracer } : {}),
           ...(deps.metrics ? { metrics: deps.metrics } : {}),
-          js,
           jsm,
+          connections,
           rooms,
           leases,
           partitions: config.PARLEY_PARTITIONS,
@@ -206,6 +239,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       await micro?.stop();
       await deadLetters?.stop();
       await fanout?.stop();
+      for (const p of publishers.splice(0)) p.close();
+      await Promise.allSettled(ownConnections.splice(0).map((c) => c.drain()));
       await cache?.stop();
       await replicas?.stop();
       verifier?.stop();
@@ -213,6 +248,9 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & { ownedPart
       deregistrations?.unsubscribe();
     },
     ready: () => started,
+    // Every partition with entries waiting has a live holder (any replica's view of the leases).
+    checks: { fanout: () => (fanout?.unheld().length ?? 0) === 0 },
     ownedPartitions: () => fanout?.owned() ?? [],
+    unheldPartitions: () => fanout?.unheld() ?? [],
   };
 }

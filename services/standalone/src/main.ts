@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** `npm start`: the local Parley backbone. Run with --help for the flags. */
 import { join, relative } from 'node:path';
-import { isParleyError } from '@parley/contracts';
+import { describeServer, isParleyError } from '@parley/contracts';
 import { createLogger } from '@parley/kit';
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfig } from './config.js';
@@ -107,6 +107,8 @@ out(
 );
 out();
 out(`  NATS (JetStream, operator mode)  ${standalone.natsUrl}   log: ${rel(home.paths.natsLog)}`);
+// The server version and the known defects that apply to it, with what Parley does (parley doctor).
+out(`  server                           ${describeServer(standalone.natsVersion)}`);
 out(
   `  health                           ${standalone.httpUrl}/healthz   metrics: ${standalone.httpUrl}/metrics`,
 );

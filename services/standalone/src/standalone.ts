@@ -103,6 +103,8 @@ export interface StandaloneOptions {
 /** A running backbone. */
 export interface Standalone {
   natsUrl: string;
+  /** The version nats-server reported at start (for the banner and its known defects). */
+  natsVersion: string;
   httpUrl: string;
   home: Home;
   /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
@@ -201,6 +203,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const metrics = createMetrics();
   let telemetry: Telemetry | undefined;
   let jsm: JetStreamManager | undefined;
+  let natsVersion = 'unknown';
 
   const startedAt = new Date().toISOString();
   const runInfo = () => ({
@@ -304,11 +307,11 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       ...(telemetry ? { tracer: telemetry.tracer(name) } : {}),
       metrics,
     });
-    const connectAs = async (name: string) => {
+    const connectAs = async (name: string, purpose?: string) => {
       const creds = await mintServiceCreds(keys, name);
       const nc = await connectNats({
         servers: serverList(natsUrl),
-        name: `parley-${name}`,
+        name: purpose ? `parley-${name}-${purpose}` : `parley-${name}`,
         principal: serviceId(name),
         creds: new TextEncoder().encode(creds.creds),
         log,
@@ -339,6 +342,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       return nc;
     };
     const setup = await connectAs('standalone');
+    natsVersion = setup.info?.version ?? 'unknown';
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
     jsm = await jetstreamManager(setup);
     await releaseStaleLeases(setup, log);
@@ -369,6 +373,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const rooms = createRoomsService({
       nc: await connectAs('rooms'),
       responder: await responderOf('rooms'),
+      connect: (purpose) => connectAs('rooms', purpose),
       log,
       ...observe('rooms'),
       config: roomsDefaults({
@@ -413,6 +418,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       checks: {
         nats: () => (nats === undefined || nats.pid !== undefined) && !setup.isClosed(),
         ...Object.fromEntries(services.map((s) => [s.name, () => s.ready()])),
+        ...Object.assign({}, ...services.map((s) => s.checks ?? {})),
       },
       metrics,
     });
@@ -431,6 +437,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   if (!jsm) throw new Error('unreachable: backbone not set up');
   return {
     natsUrl,
+    natsVersion,
     httpUrl: `http://${host}:${o.httpPort}`,
     home,
     get nats() {

@@ -40,6 +40,8 @@ describe('standalone backbone', () => {
         rooms: true,
         consent: true,
         mcp: true,
+        // Every fan-out partition with entries waiting has a live holder.
+        fanout: true,
       });
       assert.equal((await fetch(`${first.httpUrl}/readyz`)).status, 200);
 

@@ -1,0 +1,90 @@
+/**
+ * Known nats-server defects that matter to Parley, by version, and what Parley does about each.
+ * Shown by `npm start`'s banner and `parley doctor`; the reasons are in docs/architecture.md ("The
+ * message path") and docs/operations.md.
+ */
+
+/** A server defect that applies to a version. */
+export interface ServerDefect {
+  id: string;
+  /** What goes wrong. */
+  summary: string;
+  /** Fixed in (first good version). */
+  fixedIn: string;
+  /** `mitigated`: Parley does not depend on the broken behaviour; `upgrade`: only upgrading helps. */
+  status: 'mitigated' | 'upgrade';
+  /** What Parley does, or what the operator should do. */
+  action: string;
+}
+
+/** The oldest nats-server Parley supports. */
+export const MIN_SERVER_VERSION = '2.9.0';
+
+/** `[major, minor, patch]` of a version string like `2.9.10` or `v2.12.1-beta`; undefined if unreadable. */
+export function parseServerVersion(v: string): [number, number, number] | undefined {
+  const m = /^v?(\d+)\.(\d+)\.(\d+)/.exec(v.trim());
+  return m ? [Number(m[1]), Number(m[2]), Number(m[3])] : undefined;
+}
+
+/** Compares two versions: negative when a < b. */
+export function compareServerVersions(a: string, b: string): number {
+  const x = parseServerVersion(a) ?? [0, 0, 0];
+  const y = parseServerVersion(b) ?? [0, 0, 0];
+  for (let i = 0; i < 3; i++) if (x[i] !== y[i]) return (x[i] ?? 0) - (y[i] ?? 0);
+  return 0;
+}
+
+const within = (v: string, from: string, below: string) =>
+  compareServerVersions(v, from) >= 0 && compareServerVersions(v, below) < 0;
+
+/** The known defects of nats-server `version` that Parley cares about. */
+export function serverDefects(version: string): ServerDefect[] {
+  const out: ServerDefect[] = [];
+  if (within(version, '2.9.0', '2.9.16')) {
+    out.push({
+      id: 'lost-pull-timeout',
+      summary:
+        'an expired pull request is dropped without a 408 when a message arrives for it (nats-server PR #3942), so a pull consumer can sit with no request at the server for seconds',
+      fixedIn: '2.9.16',
+      status: 'mitigated',
+      action:
+        'inboxes and fan-out partitions are durable push consumers (flow control, idle heartbeats): no delivery waits for a pull request',
+    });
+  }
+  if (within(version, '2.10.20', '2.10.23')) {
+    out.push({
+      id: 'kill9-stream-loss',
+      summary: 'a kill -9 can lose a whole stream (Jepsen, NATS 2.12.1 report)',
+      fixedIn: '2.10.23',
+      status: 'upgrade',
+      action: 'upgrade to 2.10.23 or later (the chart and compose pin 2.12.3)',
+    });
+  }
+  if (within(version, '2.12.0', '2.12.3')) {
+    out.push({
+      id: 'jepsen-2.12.1',
+      summary:
+        'acknowledged writes lost after file corruption on a minority of nodes, and with the default 2-minute fsync on a coordinated power loss (Jepsen, Dec 2025)',
+      fixedIn: '2.12.3',
+      status: 'upgrade',
+      action:
+        'upgrade to 2.12.3 or later, and set jetstream sync_interval: always where acknowledged writes must survive power loss',
+    });
+  }
+  return out;
+}
+
+/** One line for a banner: the version and its defects with what Parley does. */
+export function describeServer(version: string): string {
+  const defects = serverDefects(version);
+  if (compareServerVersions(version, MIN_SERVER_VERSION) < 0) {
+    return `nats-server ${version}: older than ${MIN_SERVER_VERSION}, not supported`;
+  }
+  if (defects.length === 0) return `nats-server ${version}: no known defect that affects Parley`;
+  return `nats-server ${version}: ${defects
+    .map(
+      (d) =>
+        `${d.id} (fixed in ${d.fixedIn}) — ${d.status === 'mitigated' ? `handled: ${d.action}` : d.action}`,
+    )
+    .join('; ')}`;
+}

@@ -1,0 +1,90 @@
+// pnpm test:contended: the crash tests (reliability, and the cluster failover) with both cores kept
+// busy by two busy-loop processes, several runs in a row (default 3). Every run must pass, and no
+// accepted message may reach a handler later than the bound (default 5 s) after the last kill or
+// restart of its test (each test reports that figure to PARLEY_RECOVERY_REPORT).
+//
+// Usage: pnpm test:contended [--runs=3] [--bound-ms=5000]
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { root } from './bootstrap.mjs';
+
+const arg = (name, fallback) =>
+  Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback);
+const runs = arg('runs', 3);
+const boundMs = arg('bound-ms', 5_000);
+const suites = [
+  {
+    label: 'reliability + cluster failover, 1-node backbone',
+    args: ['test/integration/reliability.test.ts', 'test/cluster'],
+  },
+  { label: 'reliability, 3-node cluster', args: ['--nodes=3', 'test/integration/reliability.test.ts'] },
+];
+
+// One busy loop per core: the tests compete for CPU with something that never yields.
+const busy = Array.from({ length: Math.max(2, availableParallelism()) }, () =>
+  spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
+);
+const stopBusy = () => {
+  for (const b of busy) if (b.exitCode === null) b.kill('SIGKILL');
+};
+process.once('exit', stopBusy);
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => {
+    stopBusy();
+    process.exit(130);
+  });
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'parley-contended-'));
+const rows = [];
+let failed = false;
+try {
+  for (let run = 1; run <= runs; run++) {
+    for (const suite of suites) {
+      const report = join(dir, `run${run}-${rows.length}.jsonl`);
+      const t0 = Date.now();
+      process.stderr.write(`\n[contended] run ${run}/${runs}: ${suite.label}\n`);
+      const r = spawnSync(process.execPath, ['scripts/run-tests.mjs', ...suite.args], {
+        cwd: root,
+        stdio: 'inherit',
+        env: { ...process.env, PARLEY_RECOVERY_REPORT: report },
+      });
+      let figures = [];
+      try {
+        figures = readFileSync(report, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l));
+      } catch {
+        figures = [];
+      }
+      const worst = figures.reduce((w, f) => Math.max(w, f.worstMs), 0);
+      const ok = r.status === 0 && figures.length > 0 && worst <= boundMs;
+      if (!ok) failed = true;
+      rows.push({
+        run,
+        suite: suite.label,
+        exit: r.status,
+        seconds: Math.round((Date.now() - t0) / 1000),
+        worst,
+        figures,
+        ok,
+      });
+    }
+  }
+} finally {
+  stopBusy();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+process.stdout.write(`\npnpm test:contended: ${runs} runs, ${busy.length} busy loops, bound ${boundMs} ms\n`);
+for (const row of rows) {
+  process.stdout.write(
+    `${row.ok ? 'ok  ' : 'FAIL'} run ${row.run} ${row.suite}: exit ${row.exit}, ${row.seconds} s, worst delivery ${row.worst} ms after the last kill/restart\n`,
+  );
+  for (const f of row.figures)
+    process.stdout.write(`       ${f.test} (${f.nodes} node${f.nodes > 1 ? 's' : ''}): ${f.worstMs} ms\n`);
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { describeServer, serverDefects } from '@parley/contracts';
+import { runCli } from '@parley/sdk/cli';
+import { freePort, startParley, type TestParley } from '@parley/test/harness';
+
+function capture() {
+  const lines = { out: [] as string[], err: [] as string[] };
+  return { io: { out: (l: string) => lines.out.push(l), err: (l: string) => lines.err.push(l) }, lines };
+}
+
+describe('nats-server known defects', () => {
+  it('names the defects of a version and what Parley does about each', () => {
+    assert.deepEqual(
+      serverDefects('2.9.10').map((d) => [d.id, d.status]),
+      [['lost-pull-timeout', 'mitigated']],
+    );
+    assert.deepEqual(serverDefects('2.9.16'), []);
+    assert.deepEqual(
+      serverDefects('2.10.21').map((d) => d.id),
+      ['kill9-stream-loss'],
+    );
+    assert.deepEqual(
+      serverDefects('v2.12.1').map((d) => [d.id, d.status]),
+      [['jepsen-2.12.1', 'upgrade']],
+    );
+    assert.deepEqual(serverDefects('2.12.3'), []);
+    assert.match(describeServer('2.9.10'), /^nats-server 2\.9\.10: lost-pull-timeout .*push consumers/);
+    assert.match(describeServer('2.8.4'), /not supported/);
+  });
+});
+
+describe('parley doctor', () => {
+  let parley: TestParley;
+  before(async () => {
+    parley = await startParley();
+  });
+  after(async () => {
+    await parley?.destroy();
+  });
+
+  it('passes against a running Parley: server version, the defect handled, whose creds, the inbox', async () => {
+    const { io, lines } = capture();
+    const code = await runCli(['doctor', '--server', parley.natsUrl], io, {
+      PARLEY_HOME: parley.home.paths.home,
+    });
+    const out = lines.out.join('\n');
+    assert.equal(code, 0, `${out}\n${lines.err.join('\n')}`);
+    assert.match(out, /✓ server\s+.*reachable: nats-server \d+\.\d+\.\d+/);
+    assert.match(out, new RegExp(`✓ identity\\s+${parley.home.state.admin.id}\\s+human`));
+    assert.match(out, /✓ inbox\s+push consumer/);
+    assert.match(out, /clock/);
+    const j = capture();
+    await runCli(['--json', 'doctor', '--server', parley.natsUrl], j.io, {
+      PARLEY_HOME: parley.home.paths.home,
+    });
+    const checks = JSON.parse(j.lines.out.join('\n')) as { name: string; status: string }[];
+    assert.ok(
+      checks.every((c) => c.status !== 'fail'),
+      JSON.stringify(checks),
+    );
+  });
+
+  it('fails with the fix when no server answers, and when the creds are missing', async () => {
+    const down = capture();
+    const url = `nats://127.0.0.1:${await freePort()}`;
+    assert.equal(
+      await runCli(['doctor', '--server', url], down.io, { PARLEY_HOME: parley.home.paths.home }),
+      1,
+    );
+    assert.match(down.lines.out.join('\n'), /✗ server .*\n\s+fix: .*npm start/);
+    const none = capture();
+    assert.equal(
+      await runCli(['doctor', '--as', '/nonexistent/x.creds', '--server', parley.natsUrl], none.io, {}),
+      1,
+    );
+    assert.match(none.lines.out.join('\n'), /✗ creds\s+\/nonexistent\/x\.creds: cannot read creds file/);
+    assert.match(none.lines.err.join('\n'), /1 check\(s\) failed: creds/);
+  });
+});

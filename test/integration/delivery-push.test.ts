@@ -1,0 +1,108 @@
+/**
+ * Push-delivered inboxes: one connection per participant receives, a second one is refused, and an
+ * inbox consumer made by an earlier version (a pull consumer) becomes a push one at its ack floor
+ * without losing or repeating what was acknowledged.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { type NatsConnection, nanos } from '@nats-io/transport-node';
+import { inboxConsumer, streams, subjects } from '@parley/contracts';
+import type { Delivery } from '@parley/sdk';
+import { codeOf, connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
+
+const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+
+describe('push-delivered inboxes', () => {
+  let parley: TestParley;
+  let svc: NatsConnection;
+  before(async () => {
+    parley = await startParley();
+    svc = await connectService(parley);
+  });
+  after(async () => {
+    await svc?.close();
+    await parley?.destroy();
+  });
+
+  it('a second process of the same agent is refused while the first receives; after it stops the next one gets the rest', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const room = await sender.rooms.create('one process', { members: [r.id] });
+    const firstGot: string[] = [];
+    const first = await parley.connect(r.creds);
+    first.on('message', (d) => {
+      firstGot.push(text(d));
+    });
+    await first.listening;
+    await room.send('a1');
+    await waitFor(() => firstGot.length === 1, 'the first process to get a1');
+
+    const secondGot: string[] = [];
+    const errors: unknown[] = [];
+    const second = await parley.connect(r.creds, { delivery: { onError: (e) => errors.push(e) } });
+    second.on('message', (d) => {
+      secondGot.push(text(d));
+    });
+    assert.equal(await codeOf(second.listening), 'CONFLICT');
+    await room.send('a2');
+    await waitFor(() => firstGot.length === 2, 'the first process to get a2');
+    assert.deepEqual(secondGot, []);
+    assert.equal(errors.length, 1);
+    await second.close();
+
+    await first.close();
+    await room.send('a3');
+    const thirdGot: string[] = [];
+    const third = await parley.connect(r.creds);
+    third.on('message', (d) => {
+      thirdGot.push(text(d));
+    });
+    await third.listening;
+    await waitFor(() => thirdGot.length === 1, 'the next process to get a3');
+    assert.deepEqual([...firstGot, ...thirdGot], ['a1', 'a2', 'a3']);
+  });
+
+  it('turns a pull inbox consumer from an earlier version into a push one at its ack floor', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const jsm = await jetstreamManager(svc);
+    // The inbox as an earlier version made it: a pull consumer.
+    const def = inboxConsumer(r.id);
+    await jsm.consumers.delete(streams.inbox, r.id);
+    await jsm.consumers.add(streams.inbox, {
+      durable_name: def.durableName,
+      filter_subject: def.filterSubject,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: nanos(def.ackWaitMs),
+      max_deliver: def.maxDeliver,
+      max_ack_pending: def.maxAckPending,
+    });
+    const room = await sender.rooms.create('migration', { members: [r.id] });
+    for (const t of ['m1', 'm2', 'm3']) await room.send(t);
+    // The old version handled and acknowledged the membership event and m1, then stopped.
+    const pull = await jetstream(svc).consumers.get(streams.inbox, r.id);
+    await waitFor(async () => (await jsm.consumers.info(streams.inbox, r.id)).num_pending === 4, '4 entries');
+    for (let i = 0; i < 2; i++) {
+      const m = await pull.next({ expires: 2_000 });
+      assert.ok(m);
+      await m.ackAck();
+    }
+    const got: string[] = [];
+    const agent = await parley.connect(r.creds);
+    agent.on('message', (d) => {
+      got.push(text(d));
+    });
+    await agent.listening;
+    await waitFor(() => got.length === 2, 'm2 and m3 after the migration');
+    const info = await jsm.consumers.info(streams.inbox, r.id);
+    assert.equal(info.config.deliver_subject?.startsWith(`${subjects.inboxDeliver(r.id)}.`), true);
+    assert.ok(info.config.flow_control);
+    await room.send('m4');
+    await waitFor(() => got.length === 3, 'm4 pushed');
+    assert.deepEqual(got, ['m2', 'm3', 'm4']);
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * Fan-out leases: every partition gets a live holder in bounded time, whatever the count of live
+ * replicas says; and from a fresh home, rooms in every partition get their messages.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { partitionOf } from '@parley/contracts';
+import { createLogger } from '@parley/kit';
+import { createLeaseManager } from '@parley/rooms/internal';
+import type { Delivery } from '@parley/sdk';
+import { startParley, startServer, type TestServer, waitFor } from '@parley/test/harness';
+
+const log = createLogger({ name: 'leases-test', level: 'silent' });
+
+describe('fan-out leases', () => {
+  let server: TestServer;
+  let nc: NatsConnection;
+  before(async () => {
+    server = await startServer();
+    nc = await server.connect();
+  });
+  after(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  it('takes every partition even when a ghost replica key halves its fair share', async () => {
+    const kv = await new Kvm(nc).create('leases_ghost', { ttl: 2_000, history: 1 });
+    // A replica key nobody renews stays for one TTL; one that is renewed (a replica that holds
+    // nothing, or a miscount) stays for good: the fair share is then 8 of 16.
+    const ghost = setInterval(() => void kv.put('replica.ghost', '{}'), 300);
+    await kv.put('replica.ghost', '{}');
+    const acquired: number[] = [];
+    const unheldReports: number[][] = [];
+    const m = createLeaseManager({
+      kv,
+      replicaId: 'only',
+      partitions: 16,
+      ttlMs: 2_000,
+      log,
+      callbacks: {
+        acquired: (p) => void acquired.push(p),
+        released: async () => undefined,
+      },
+      onUnheld: (free) => void unheldReports.push(free),
+    });
+    try {
+      await m.start();
+      assert.equal(m.held().length, 8, 'the fair share of two replicas at first');
+      assert.equal(unheldReports.at(-1)?.length, 8, 'the other 8 are reported without a holder');
+      // Within two TTLs the partitions nobody holds are taken.
+      await waitFor(() => m.held().length === 16, 'all 16 partitions held', 8_000);
+      assert.deepEqual(
+        [...acquired].sort((a, b) => a - b),
+        Array.from({ length: 16 }, (_, i) => i),
+      );
+      await waitFor(() => unheldReports.at(-1)?.length === 0, 'no partition reported unheld');
+    } finally {
+      clearInterval(ghost);
+      await m.stop();
+    }
+  });
+
+  it('two replicas split the partitions, and the survivor takes them all when one stops', async () => {
+    const kv = await new Kvm(nc).create('leases_two', { ttl: 1_500, history: 1 });
+    const make = (id: string) =>
+      createLeaseManager({
+        kv,
+        replicaId: id,
+        partitions: 16,
+        ttlMs: 1_500,
+        log,
+        callbacks: { acquired: () => undefined, released: async () => undefined },
+      });
+    const a = make('a');
+    const b = make('b');
+    await a.start();
+    assert.equal(a.held().length, 16);
+    await b.start();
+    await waitFor(() => a.held().length === 8 && b.held().length === 8, 'an 8/8 split', 10_000);
+    assert.equal(new Set([...a.held(), ...b.held()]).size, 16, 'no partition held twice');
+    await b.stop();
+    await waitFor(() => a.held().length === 16, 'the survivor holding all 16', 10_000);
+    await a.stop();
+  });
+});
+
+describe('fan-out from a fresh home', () => {
+  it('delivers to rooms in every partition', async () => {
+    const parley = await startParley();
+    try {
+      const s = await parley.participant();
+      const r = await parley.participant();
+      const sender = await parley.connect(s.creds);
+      const receiver = await parley.connect(r.creds);
+      const got = new Map<string, string>();
+      receiver.on('message', (d: Delivery) => {
+        got.set(d.room, d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join(''));
+      });
+      await receiver.listening;
+      const partitions = 16;
+      const byPartition = new Map<number, string>();
+      while (byPartition.size < partitions) {
+        const room = await sender.rooms.create(`p${byPartition.size}`, { members: [r.id] });
+        const p = partitionOf(room.id, partitions);
+        if (!byPartition.has(p)) byPartition.set(p, room.id);
+        else await room.close();
+      }
+      for (const [p, room] of byPartition) await sender.rooms.room(room).send(`to partition ${p}`);
+      await waitFor(
+        () => [...byPartition.values()].every((room) => got.has(room)),
+        () =>
+          `a message in every partition (missing: ${[...byPartition]
+            .filter(([, room]) => !got.has(room))
+            .map(([p]) => p)
+            .join(',')})`,
+        30_000,
+      );
+      for (const [p, room] of byPartition) assert.equal(got.get(room), `to partition ${p}`);
+    } finally {
+      await parley.destroy();
+    }
+  });
+});
