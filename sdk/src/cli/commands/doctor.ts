@@ -5,7 +5,7 @@
  * Exits non-zero when a check fails.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { decode } from '@nats-io/jwt';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -20,6 +20,7 @@ import {
 } from '@parley/contracts';
 import type { Command } from 'commander';
 import { connectWithCreds, readCreds } from '../../connect.js';
+import { localBackbone } from '../../local-home.js';
 import { type CliContext, defaultCreds, type GlobalOptions } from '../context.js';
 
 /** The outcome of one check. */
@@ -41,7 +42,8 @@ export async function runDoctor(
   env: Record<string, string | undefined>,
 ): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
-  const home = env.PARLEY_HOME ? resolve(env.PARLEY_HOME) : resolve('.parley');
+  // The same home the other commands use: PARLEY_HOME, else the nearest .parley (see local-home.ts).
+  const home = localBackbone(env).home;
   const credsPath = g.as ?? defaultCreds(env);
 
   // The home: which one, and which server it runs.
@@ -251,8 +253,7 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
     .command('doctor')
     .description('check the local setup: home, creds, server (version and known defects), clock, inbox')
     .action(async (_o, cmd: Command) => {
-      const g = cmd.optsWithGlobals<GlobalOptions>();
-      const checks = await runDoctor(g, ctx.env);
+      const checks = await runDoctor(ctx.globals(cmd), ctx.env);
       ctx.print(cmd, checks, (cs) =>
         cs
           .map(
