@@ -68,6 +68,10 @@ if (standalone.telemetry?.exportTo) {
   out(`  traces                           ${standalone.telemetry.exportTo}`);
 }
 out(`  services                         ${standalone.services.map((s) => s.name).join(', ')}`);
+out(`  HTTP API (gateway)               ${standalone.httpUrl}/v1   reference: ${standalone.httpUrl}/docs`);
+out(
+  `  login link (once, 15 min)        ${standalone.httpUrl}/v1/login?code=${await standalone.gateway.createLoginCode(home.state.admin.id)}`,
+);
 out(
   `  state                            ${rel(home.paths.home)} (${home.firstRun ? 'new keys generated' : 'keys reused'})`,
 );

@@ -9,6 +9,13 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { type ConsentConfig, defaultConfig as consentDefaults, createConsentService } from '@parley/consent';
 import { type BackboneOptions, serviceId } from '@parley/contracts';
 import {
+  createGatewayService,
+  type GatewayConfig,
+  type GatewayService,
+  defaultConfig as gatewayDefaults,
+  registerGateway,
+} from '@parley/gateway';
+import {
   accountSigner,
   createGovernanceService,
   mintServiceCreds,
@@ -76,6 +83,8 @@ export interface StandaloneOptions {
   natsServers?: string[];
   /** Host names `/mcp` accepts in Host/Origin besides loopback (DNS-rebinding protection). */
   mcpAllowedHosts?: string[];
+  /** Gateway settings as environment values (`PARLEY_OIDC_ISSUER`, …); see the gateway's config. */
+  gateway?: Partial<Record<keyof GatewayConfig, string>>;
 }
 
 /** A running backbone. */
@@ -86,6 +95,8 @@ export interface Standalone {
   /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
   nats: NatsServerProcess | undefined;
   services: ParleyService[];
+  /** The HTTP/WebSocket edge on the same port as /healthz (login links for the local admin). */
+  gateway: GatewayService;
   /** Every service's metrics, served together on `/metrics`. */
   metrics: ParleyMetrics;
   /** The process's telemetry, when started with `telemetry` settings. */
@@ -161,6 +172,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   const metrics = createMetrics();
   let telemetry: Telemetry | undefined;
   let jsm: JetStreamManager | undefined;
+  let gateway: GatewayService | undefined;
 
   const stop = async () => {
     // HTTP first: MCP sessions on it still need their connection to give back what they held.
@@ -251,7 +263,20 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     });
     // MCP: runtime bindings and the tokens of the HTTP endpoint /mcp.
     const mcp = createMcpService({ nc: await connectAs('mcp'), log, ...observe('mcp') });
-    for (const s of [registry, governance, rooms, consent, mcp]) {
+    // The gateway: /v1 on the HTTP port below, acting for each principal over its own connection.
+    gateway = createGatewayService({
+      nc: await connectAs('gateway'),
+      servers: serverList(natsUrl),
+      log,
+      ...observe('gateway'),
+      config: gatewayDefaults({
+        PARLEY_GATEWAY_PUBLIC_URL: `http://${host}:${o.httpPort}`,
+        // Just-in-time sign-ups (for the domains PARLEY_OIDC_JIT_DOMAINS opens) land in the local org.
+        PARLEY_OIDC_JIT_ORG: home.state.org.id,
+        ...o.gateway,
+      }),
+    });
+    for (const s of [registry, governance, rooms, consent, mcp, gateway]) {
       await s.start();
       services.push(s);
     }
@@ -271,12 +296,13 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       log,
       ...(o.mcpAllowedHosts ? { allowedHosts: o.mcpAllowedHosts } : {}),
     });
+    await registerGateway(http, { service: gateway });
     await http.listen({ host, port: o.httpPort });
   } catch (err) {
     await stop();
     throw err;
   }
-  if (!jsm) throw new Error('unreachable: backbone not set up');
+  if (!jsm || !gateway) throw new Error('unreachable: backbone not set up');
   return {
     natsUrl,
     httpUrl: `http://${host}:${o.httpPort}`,
@@ -285,6 +311,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       return nats;
     },
     services,
+    gateway,
     metrics,
     telemetry,
     jsm,
