@@ -7,12 +7,15 @@
  * Every authenticated request acts through the principal's own NATS connection (the pool), so the
  * NATS server applies that principal's permissions and the services apply its refusals.
  */
+
+import websocket from '@fastify/websocket';
 import { invalidArgument, ParleyError, type SendReply } from '@parley/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { registerDocs } from './openapi.js';
 import { sendProblem, toClientError } from './problem.js';
 import { partsOf, type RestRoute, restRoutes, SendBody } from './routes.js';
 import type { GatewayService, Principal } from './service.js';
+import { registerStream } from './stream.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -189,6 +192,8 @@ export async function registerGateway(app: FastifyInstance, o: GatewayHttpOption
     });
 
     await registerDocs(gw, service);
+    await gw.register(websocket, { options: { maxPayload: 64 * 1024 } });
+    await registerStream(gw, service);
   });
   log.debug({ routes: restRoutes.length }, 'gateway routes registered');
 }

@@ -7,3 +7,4 @@ export * from './problem.js';
 export * from './routes.js';
 export * from './secrets.js';
 export * from './service.js';
+export * from './stream.js';

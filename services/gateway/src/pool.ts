@@ -172,6 +172,17 @@ export function createPrincipalPool(o: PrincipalPoolOptions) {
       await close(entry);
     },
 
+    /**
+     * Closes a principal's connection once nobody holds it any more (its deliveries go back to the
+     * server); the next {@link acquire} opens a fresh one.
+     */
+    async retire(participant: string): Promise<void> {
+      const entry = lru.peek(participant);
+      if (!entry) return;
+      // Deleting from the LRU marks it evicted; it closes now or when the last holder releases it.
+      lru.delete(participant);
+    },
+
     /** True while a connection for the principal is open. */
     has(participant: string): boolean {
       const entry = lru.peek(participant);
