@@ -12,6 +12,7 @@ import { registerAgentCommands } from './commands/agent.js';
 import { registerConnectCommands } from './commands/connect.js';
 import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
+import { registerGatewayCommands } from './commands/gateway.js';
 import { registerGovernanceCommands } from './commands/governance.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerMcpCommands } from './commands/mcp.js';
@@ -58,6 +59,7 @@ export function buildProgram(
   registerTraceCommands(program, ctx);
   registerConnectCommands(program, ctx);
   registerMcpCommands(program, ctx);
+  registerGatewayCommands(program, ctx);
   return program;
 }
 

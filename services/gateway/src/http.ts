@@ -11,6 +11,7 @@
 import websocket from '@fastify/websocket';
 import { invalidArgument, ParleyError, type SendReply } from '@parley/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { registerHooks } from './hooks.js';
 import { registerDocs } from './openapi.js';
 import { sendProblem, toClientError } from './problem.js';
 import { partsOf, type RestRoute, restRoutes, SendBody } from './routes.js';
@@ -194,6 +195,7 @@ export async function registerGateway(app: FastifyInstance, o: GatewayHttpOption
     await registerDocs(gw, service);
     await gw.register(websocket, { options: { maxPayload: 64 * 1024 } });
     await registerStream(gw, service);
+    await registerHooks(gw, service);
   });
   log.debug({ routes: restRoutes.length }, 'gateway routes registered');
 }

@@ -1,4 +1,5 @@
 export * from './config.js';
+export * from './hooks.js';
 export * from './http.js';
 export * from './oidc.js';
 export * from './openapi.js';
