@@ -74,6 +74,15 @@ export const GatewayEnv = z.object({
   PARLEY_WEBHOOK_ALLOW_PRIVATE: list.describe(
     'Comma-separated hosts or IP addresses outbound webhooks may reach although they are private or loopback (SSRF protection refuses them otherwise), e.g. 127.0.0.1. @default none',
   ),
+  PARLEY_WEBHOOK_BACKOFF_MS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(60_000)
+    .default(1000)
+    .describe(
+      'First retry delay of an outbound webhook delivery; doubles per try, at most 60 s. @default 1000',
+    ),
   PARLEY_GATEWAY_SECURE_COOKIES: envBoolean
     .default(false)
     .describe('Mark the session cookie Secure (behind TLS). @default false'),

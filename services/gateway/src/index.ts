@@ -3,6 +3,7 @@ export * from './hooks.js';
 export * from './http.js';
 export * from './oidc.js';
 export * from './openapi.js';
+export * from './outbound.js';
 export * from './pool.js';
 export * from './problem.js';
 export * from './routes.js';

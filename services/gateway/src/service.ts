@@ -40,6 +40,7 @@ import { LRUCache } from 'lru-cache';
 import * as z from 'zod';
 import type { GatewayConfig } from './config.js';
 import { createOidcVerifier, type OidcIdentity, type OidcVerifier } from './oidc.js';
+import { createOutbound, type Outbound } from './outbound.js';
 import { createPrincipalPool, type PrincipalPool } from './pool.js';
 import { mintBearer, mintWebhookSecret, parseBearer, secretMatches, sha256 } from './secrets.js';
 
@@ -94,6 +95,8 @@ export interface GatewayService extends ParleyService {
   readonly pool: PrincipalPool;
   /** Inbound hook records. */
   hook(id: string): Promise<HookRecord | undefined>;
+  /** Outbound webhooks. */
+  readonly outbound: Outbound;
   /** The gateway's bucket (hook event ids, stream cursors, dead letters). */
   kv(): KV;
   readonly config: GatewayConfig;
@@ -142,6 +145,8 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
     if (!bucket) throw new ParleyError('UNAVAILABLE', 'the gateway is not started', { retryAfterMs: 1000 });
     return bucket;
   };
+
+  const outbound = createOutbound({ nc: deps.nc, kv, pool, log, config: deps.config, js });
 
   /** The agent itself, its owner, an admin of its org (or the superadmin) may manage its keys and hooks. */
   async function checkManage(caller: string, agent: string): Promise<void> {
@@ -260,6 +265,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
   return {
     name: 'gateway',
     pool,
+    outbound,
     config: deps.config,
     log,
     kv,
@@ -459,14 +465,17 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
             await audit('hook.delete', ctx.caller, found.value.agent, { hook: req.id });
             return { id: req.id, deleted: true };
           }),
+          ...outbound.bindings(checkManage, audit),
         ],
         { service: 'gateway', queue: 'gateway', log, tracer: deps.tracer, metrics: deps.metrics },
       );
+      await outbound.start();
       started = true;
     },
 
     async stop() {
       started = false;
+      await outbound.stop();
       await micro?.stop();
       stopWatch?.();
       await pool.close();

@@ -15,8 +15,8 @@
  *   resume works on any gateway replica.
  * - One stream per principal: a new one replaces the old (closed with 4000 "replaced").
  */
-import { type HistoryEntry, ParleyError, roomsApi } from '@parley/contracts';
-import type { Agent, PulledDelivery } from '@parley/sdk';
+import { ParleyError, roomsApi } from '@parley/contracts';
+import { type Agent, deliveryEventOf, type PulledDelivery } from '@parley/sdk';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import * as z from 'zod';
@@ -77,14 +77,6 @@ interface Sink {
   close(code: number, reason: string): void;
 }
 
-function eventOf(entry: HistoryEntry): PulledDelivery['event'] {
-  const m = entry.message;
-  if (m.kind === 'membership' || m.kind === 'room') return 'room_event';
-  const data = m.kind === 'system' ? m.parts.find((p) => p.type === 'data') : undefined;
-  const e = data && data.type === 'data' ? (data.data as { event?: string }).event : undefined;
-  return e === 'dead_letter' || e === 'contact_request' || e === 'contact_update' ? e : 'message';
-}
-
 /** Runs one stream until the sink closes. */
 async function run(
   service: GatewayService,
@@ -138,7 +130,7 @@ async function run(
           });
           for (const e of page.entries) {
             after = e.seq;
-            const event = eventOf(e);
+            const event = deliveryEventOf(e.message);
             if (event === 'message' && e.message.sender.id === me) continue;
             if (event === 'message' && mine?.delivery === 'mentions' && !e.message.mentions.includes(me))
               continue;
