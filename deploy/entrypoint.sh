@@ -12,14 +12,14 @@ fi
 what=${1:-}
 [ $# -gt 0 ] && shift
 case "$what" in
-  rooms | registry | governance | consent | mcp)
+  rooms | registry | governance | consent | mcp | gateway)
     exec node "$app/node_modules/@parley/$what/dist/main.js" "$@"
     ;;
   init)
     exec node "$app/node_modules/@parley/init/dist/main.js" "$@"
     ;;
   *)
-    echo "usage: <rooms | registry | governance | consent | mcp | init keys | init backbone>" >&2
+    echo "usage: <rooms | registry | governance | consent | mcp | gateway | init keys | init backbone>" >&2
     exit 64
     ;;
 esac

@@ -1,12 +1,21 @@
 import { readFile } from 'node:fs/promises';
 import { decode } from '@nats-io/jwt';
-import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
+import {
+  credsAuthenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+  connect as natsConnect,
+  wsconnect,
+} from '@nats-io/transport-node';
 import { ParleyError, subjects } from '@parley/contracts';
 import type { PresenceOptions } from './presence.js';
 
 /** Options of {@link connect}. */
 export interface ConnectOptions {
-  /** NATS server URL(s). @default nats://127.0.0.1:4222 */
+  /**
+   * NATS server URL(s). `ws://` / `wss://` URLs connect over the NATS WebSocket listener (from
+   * outside a cluster, through an Ingress). @default nats://127.0.0.1:4222
+   */
   servers?: string | string[];
   /** A creds file path, or its contents (what `parley agent create --out` writes). */
   creds: string | Uint8Array;
@@ -48,16 +57,18 @@ export async function connectWithCreds(
   options: ConnectOptions,
 ): Promise<{ nc: NatsConnection; identity: CredsIdentity }> {
   const identity = await readCreds(options.creds);
+  const servers = options.servers ?? 'nats://127.0.0.1:4222';
+  const opts: NodeConnectionOptions = {
+    servers,
+    name: options.name ?? `parley-sdk:${identity.id}`,
+    authenticator: credsAuthenticator(identity.raw),
+    inboxPrefix: subjects.replyPrefix(identity.id),
+    noAsyncTraces: true,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  };
   try {
-    const nc = await natsConnect({
-      servers: options.servers ?? 'nats://127.0.0.1:4222',
-      name: options.name ?? `parley-sdk:${identity.id}`,
-      authenticator: credsAuthenticator(identity.raw),
-      inboxPrefix: subjects.replyPrefix(identity.id),
-      noAsyncTraces: true,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-    });
+    const nc = isWebSocket(servers) ? await connectWebSocket(opts) : await natsConnect(opts);
     return { nc, identity };
   } catch (err) {
     const msg = (err as Error).message ?? String(err);
@@ -75,4 +86,25 @@ export async function connectWithCreds(
       },
     );
   }
+}
+
+/** True when every URL is a WebSocket URL (`ws://`, `wss://`). */
+export function isWebSocket(servers: string | string[]): boolean {
+  const list = (Array.isArray(servers) ? servers : servers.split(',')).map((s) => s.trim()).filter(Boolean);
+  return list.length > 0 && list.every((s) => /^wss?:\/\//i.test(s));
+}
+
+/**
+ * Connects over the NATS WebSocket listener. Node 20 has no stable global WebSocket (without one
+ * `wsconnect` waits forever), so the `ws` package provides the socket.
+ */
+async function connectWebSocket(opts: NodeConnectionOptions): Promise<NatsConnection> {
+  const { WebSocket } = await import('ws');
+  return wsconnect({
+    ...opts,
+    wsFactory: async (url: string) => {
+      const socket = new WebSocket(url);
+      return { socket: socket as unknown as globalThis.WebSocket, encrypted: /^wss:/i.test(url) };
+    },
+  } as Parameters<typeof wsconnect>[0]);
 }

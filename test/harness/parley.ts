@@ -88,6 +88,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       home,
       natsPort: await freePort(),
       httpPort: await freePort(),
+      natsWsPort: await freePort(),
       log: options.log ?? silentLogger(),
       ...(backbone ? { backbone } : {}),
       rooms: {

@@ -26,11 +26,23 @@ const program = new Command('parley-standalone')
   .description('Start the local Parley backbone: nats-server (JetStream, operator mode) and every service.')
   .option('--nats-port <port>', 'NATS client port', port('--nats-port'), config.PARLEY_NATS_PORT)
   .option('--http-port <port>', 'port of /healthz and /readyz', port('--http-port'), config.PARLEY_HTTP_PORT)
+  .option(
+    '--nats-ws-port <port>',
+    'NATS WebSocket port (remote clients: --server ws://…)',
+    port('--nats-ws-port'),
+    config.PARLEY_NATS_WS_PORT,
+  )
   .option('--home <dir>', 'state directory (keys, NATS data, creds)', config.PARLEY_HOME)
   .option('--no-demo', 'do not run the scripted demo conversation')
   .showHelpAfterError();
 program.parse();
-const opts = program.opts<{ natsPort: number; httpPort: number; home: string; demo: boolean }>();
+const opts = program.opts<{
+  natsPort: number;
+  httpPort: number;
+  natsWsPort: number;
+  home: string;
+  demo: boolean;
+}>();
 
 const log = createLogger({ name: 'parley', level: config.LOG_LEVEL, destination: process.stderr });
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -41,6 +53,7 @@ try {
     home: opts.home,
     natsPort: opts.natsPort,
     httpPort: opts.httpPort,
+    ...(opts.natsWsPort ? { natsWsPort: opts.natsWsPort } : {}),
     log,
     telemetry: config,
     rooms: config.rooms,

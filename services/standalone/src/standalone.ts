@@ -57,6 +57,8 @@ export interface StandaloneOptions {
   natsPort: number;
   /** Port of /healthz and /readyz. */
   httpPort: number;
+  /** Port of the NATS WebSocket listener (remote SDK/MCP clients: `--server ws://…`); absent: none. */
+  natsWsPort?: number;
   /** Interface everything listens on. @default 127.0.0.1 */
   host?: string;
   /** nats-server binary; found on PATH when absent. */
@@ -90,6 +92,8 @@ export interface StandaloneOptions {
 /** A running backbone. */
 export interface Standalone {
   natsUrl: string;
+  /** The NATS WebSocket URL, when the listener runs (`natsWsPort`). */
+  natsWsUrl: string | undefined;
   httpUrl: string;
   home: Home;
   /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
@@ -119,8 +123,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   for (const [port, flag] of [
     [o.natsPort, '--nats-port'],
     [o.httpPort, '--http-port'],
+    ...(o.natsWsPort ? ([[o.natsWsPort, '--nats-ws-port']] as const) : []),
   ] as const) {
-    if (o.natsServers && flag === '--nats-port') continue;
+    if (o.natsServers && flag !== '--http-port') continue;
     try {
       await checkPortFree(port, host);
     } catch (err) {
@@ -155,6 +160,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       host,
       port: o.natsPort,
       storeDir: paths.jetstream,
+      ...(o.natsWsPort ? { websocket: { host, port: o.natsWsPort } } : {}),
       operator: {
         operatorJwtPath: paths.operatorJwt,
         systemAccount: pub.systemAccount,
@@ -305,6 +311,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   if (!jsm || !gateway) throw new Error('unreachable: backbone not set up');
   return {
     natsUrl,
+    natsWsUrl: o.natsWsPort && !o.natsServers ? `ws://${host}:${o.natsWsPort}` : undefined,
     httpUrl: `http://${host}:${o.httpPort}`,
     home,
     get nats() {

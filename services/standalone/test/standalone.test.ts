@@ -40,6 +40,7 @@ describe('standalone backbone', () => {
         rooms: true,
         consent: true,
         mcp: true,
+        gateway: true,
       });
       assert.equal((await fetch(`${first.httpUrl}/readyz`)).status, 200);
 
