@@ -31,7 +31,7 @@ try {
   const admin = await connectAdmin(parley);
   const { agent: a, creds: aCreds } = await createAgent(admin, { name: 'bench-sender' });
   const { agent: b, creds: bCreds } = await createAgent(admin, { name: 'bench-reader' });
-  const { agent: c, creds: cCreds } = await createAgent(admin, { name: 'bench-stream' });
+  const { agent: c } = await createAgent(admin, { name: 'bench-stream' });
   const sender = await connectTo(parley, aCreds);
   const room = await sender.rooms.create('bench', { members: [b.id, c.id] });
   const { key } = await admin.call(gatewayApi.createKey, { agent: a.id });
