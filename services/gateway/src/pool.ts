@@ -76,8 +76,13 @@ export function createPrincipalPool(o: PrincipalPoolOptions) {
   function close(entry: Entry): Promise<void> {
     entry.closed ??= (async () => {
       clearTimeout(entry.renew);
-      await entry.agent.close().catch(() => undefined);
-      if (!entry.nc.isClosed()) await entry.nc.drain().catch(() => undefined);
+      // A connection the server cut (revoked credentials) reconnects forever and never drains:
+      // give the drain a bounded time, then close outright.
+      const bounded = (p: Promise<unknown>) =>
+        Promise.race([p.catch(() => undefined), new Promise((r) => setTimeout(r, 2_000).unref())]);
+      await bounded(entry.agent.close());
+      if (!entry.nc.isClosed()) await bounded(entry.nc.drain());
+      if (!entry.nc.isClosed()) await entry.nc.close().catch(() => undefined);
     })();
     return entry.closed;
   }
