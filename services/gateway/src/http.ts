@@ -41,6 +41,14 @@ function cookie(req: FastifyRequest, name: string): string | undefined {
   return undefined;
 }
 
+function originHost(origin: string): string | undefined {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Authenticates a request: `Authorization: Bearer …`, else the session cookie. */
 export async function authenticateRequest(service: GatewayService, req: FastifyRequest): Promise<Principal> {
   const header = req.headers.authorization;
@@ -56,10 +64,11 @@ export async function authenticateRequest(service: GatewayService, req: FastifyR
       'missing credentials: send Authorization: Bearer <API key or token>',
     );
   }
-  // A cookie travels with cross-site requests; a write must come from this origin (SameSite=Strict
-  // is the first line, this the second).
+  // A cookie travels with cross-site requests; a write, or a WebSocket upgrade (which reads the
+  // inbox), must come from this origin (SameSite=Strict is the first line, this the second).
   const origin = req.headers.origin;
-  if (req.method !== 'GET' && origin !== undefined && new URL(origin).host !== req.headers.host) {
+  const guarded = req.method !== 'GET' || req.headers.upgrade?.toLowerCase() === 'websocket';
+  if (guarded && origin !== undefined && originHost(origin) !== req.headers.host) {
     throw new ParleyError('PERMISSION_DENIED', 'cross-origin request with a session cookie');
   }
   return service.authenticate(session);

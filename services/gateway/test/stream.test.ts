@@ -127,6 +127,29 @@ describe('gateway live stream', () => {
     await a.close();
   });
 
+  it('a browser session streams from its own origin only (no cross-site WebSocket hijacking)', async () => {
+    const code = await parley.gateway.createLoginCode(parley.home.state.admin.id);
+    const login = (await (await fetch(`${parley.httpUrl}/v1/login?code=${code}`)).json()) as {
+      token: string;
+    };
+    const cookie = `parley_session=${encodeURIComponent(login.token)}`;
+    const host = new URL(parley.httpUrl).host;
+    const evil = new WebSocket(`${wsBase}/v1/stream`, {
+      headers: { cookie, origin: 'https://evil.example' },
+    });
+    const refused = await new Promise<number>((resolve) => {
+      evil.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      evil.once('open', () => resolve(101));
+    });
+    assert.equal(refused, 403);
+    const own = new WebSocket(`${wsBase}/v1/stream`, { headers: { cookie, origin: `http://${host}` } });
+    await new Promise<void>((resolve, reject) => {
+      own.once('open', () => resolve());
+      own.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    });
+    own.close();
+  });
+
   it('a newer stream of the same principal replaces the older one', async () => {
     const { a, key } = await pair('replace');
     const one = openStream(`${wsBase}/v1/stream`, key);
