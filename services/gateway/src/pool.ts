@@ -45,6 +45,8 @@ interface Entry {
   evicted: boolean;
   renew: NodeJS.Timeout | undefined;
   closed: Promise<void> | undefined;
+  /** Mints fresh credentials and moves the connection onto them. */
+  renewNow(): Promise<void>;
 }
 
 const enc = new TextEncoder();
@@ -117,14 +119,18 @@ export function createPrincipalPool(o: PrincipalPoolOptions) {
       evicted: false,
       renew: undefined,
       closed: undefined,
+      renewNow: async () => {
+        current = await mint(participant);
+        // The next connect authenticates with the new credentials; subscriptions are restored.
+        await nc.reconnect();
+      },
     };
     const schedule = () => {
       // Renew at 80% of the lifetime, so a slow mint still lands before expiry.
       const wait = Math.max(5_000, (current.expiresAt - Date.now()) * 0.8);
       entry.renew = setTimeout(async () => {
         try {
-          current = await mint(participant);
-          await nc.reconnect();
+          await entry.renewNow();
           schedule();
         } catch (err) {
           // Revoked (or governance away): drop the principal; the next request mints anew or is refused.
@@ -186,6 +192,13 @@ export function createPrincipalPool(o: PrincipalPoolOptions) {
       if (!entry) return;
       // Deleting from the LRU marks it evicted; it closes now or when the last holder releases it.
       lru.delete(participant);
+    },
+
+    /** Renews a principal's credentials now (what the timer does at 80% of their lifetime). */
+    async renew(participant: string): Promise<void> {
+      const entry = lru.peek(participant);
+      if (!entry) throw new Error(`no open connection for ${participant}`);
+      await entry.renewNow();
     },
 
     /** True while a connection for the principal is open. */

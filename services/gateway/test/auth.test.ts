@@ -7,7 +7,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { gatewayApi, governanceApi, registryApi, roomsApi } from '@parley/contracts';
+import { Kvm } from '@nats-io/kv';
+import {
+  buckets,
+  CredentialRecord,
+  gatewayApi,
+  governanceApi,
+  policyKeys,
+  registryApi,
+  roomsApi,
+} from '@parley/contracts';
 import type { Agent } from '@parley/sdk';
 import {
   codeOf,
@@ -20,6 +29,7 @@ import {
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
+import WebSocket from 'ws';
 import { http, startIssuer, strangerKey, type TestIssuer, unsignedToken } from './helpers.js';
 
 describe('gateway authentication', () => {
@@ -151,6 +161,45 @@ describe('gateway authentication', () => {
         assert.ok(b.id);
       } finally {
         await bAgent.close();
+      }
+    });
+
+    it('renews a principal’s credentials without dropping its live stream', async () => {
+      const { agent } = await createAgent(admin, { name: 'renewed' });
+      const { creds: peerCreds } = await createAgent(admin, { name: 'renew-peer' });
+      const { key } = await admin.call(gatewayApi.createKey, { agent: agent.id });
+      const p = await connectTo(parley, peerCreds);
+      try {
+        const room = await p.rooms.create('renewal', { members: [agent.id] });
+        const frames: string[] = [];
+        const ws = new WebSocket(`${base.replace(/^http/, 'ws')}/v1/stream`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        ws.on('message', (d) => {
+          const f = JSON.parse(String(d)) as { event: string; message: { parts: { text?: string }[] } };
+          if (f.event === 'message') frames.push(f.message.parts[0]?.text ?? '');
+        });
+        await new Promise((r) => ws.once('open', r));
+        await room.send('before');
+        await waitFor(() => frames.includes('before'), 'the first frame');
+        const keysOf = async () => {
+          const svc = await connectService(parley);
+          try {
+            const kv = await new Kvm(svc).open(buckets.policy);
+            return CredentialRecord.parse((await kv.get(policyKeys.creds(agent.id)))?.json()).keys.length;
+          } finally {
+            await svc.close();
+          }
+        };
+        const before = await keysOf();
+        await parley.gateway.pool.renew(agent.id);
+        assert.equal(await keysOf(), before + 1, 'a fresh session key was minted');
+        await room.send('after');
+        await waitFor(() => frames.includes('after'), 'a frame after the renewal, on the same socket');
+        assert.equal((await http(base, '/v1/me', { token: key })).body.id, agent.id);
+        ws.close();
+      } finally {
+        await p.close();
       }
     });
 
