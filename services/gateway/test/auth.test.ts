@@ -139,18 +139,12 @@ describe('gateway authentication', () => {
           token: key,
           body: { text: 'hi' },
         });
-        const overNats = await codeOf(
-          (
-            await connectTo(
-              parley,
-              (
-                await admin.call(governanceApi.rotateCredentials, { participant: a.id })
-              ).creds,
-            )
-          ).rooms
-            .room(room.id)
-            .send('hi'),
+        const aNats = await connectTo(
+          parley,
+          (await admin.call(governanceApi.rotateCredentials, { participant: a.id })).creds,
         );
+        const overNats = await codeOf(aNats.rooms.room(room.id).send('hi'));
+        await aNats.close();
         assert.equal(overHttp.body.code, overNats);
         assert.equal(overHttp.status, 403);
         assert.equal(

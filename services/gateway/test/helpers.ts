@@ -58,7 +58,12 @@ export async function startIssuer(): Promise<TestIssuer> {
     async rotate() {
       current = await newKey();
     },
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        // Keep-alive sockets of the gateway’s JWKS fetches would hold close() open.
+        server.closeAllConnections();
+      }),
   };
 }
 
