@@ -12,7 +12,7 @@ fi
 what=${1:-}
 [ $# -gt 0 ] && shift
 case "$what" in
-  rooms | registry | governance | consent | mcp)
+  rooms | registry | governance | consent | mcp | gateway)
     exec node "$app/node_modules/@parley/$what/dist/main.js" "$@"
     ;;
   init)
@@ -22,7 +22,7 @@ case "$what" in
     exec node "$app/node_modules/@parley/bridge/dist/main.js" "$@"
     ;;
   *)
-    echo "usage: <rooms | registry | governance | consent | mcp | bridge | init keys | init backbone>" >&2
+    echo "usage: <rooms | registry | governance | consent | mcp | gateway | bridge | init keys | init backbone>" >&2
     exit 64
     ;;
 esac

@@ -345,6 +345,10 @@ export const CredentialRecord = named(
         userPublicKey: z.string(),
         issuedAt: z.iso.datetime(),
         revokedAt: z.iso.datetime().optional(),
+        expiresAt: z.iso
+          .datetime()
+          .optional()
+          .describe('Short-lived session credentials (the gateway’s) expire; the record drops them after.'),
       }),
     ),
   }),
@@ -372,6 +376,24 @@ export const governanceApi = {
     access: 'service',
     request: named('IssueCredentialsRequest', z.object({ participant: ParticipantId })),
     response: IssuedCredentials,
+  }),
+  sessionCredentials: defineApi({
+    service: 'governance',
+    method: 'sessionCredentials',
+    summary:
+      'The gateway only: short-lived NATS credentials (the participant permission template, an expiry of at most an hour) for a participant the gateway authenticated, so each HTTP request goes out over NATS as that participant. Refused with REVOKED for a revoked participant; revoking the participant revokes these too.',
+    access: 'service',
+    request: named(
+      'SessionCredentialsRequest',
+      z.object({
+        participant: ParticipantId,
+        ttlSeconds: z.int().min(60).max(3600).default(900),
+      }),
+    ),
+    response: named(
+      'SessionCredentials',
+      z.object({ creds: z.string(), userPublicKey: z.string(), expiresAt: z.iso.datetime() }),
+    ),
   }),
   rotateCredentials: defineApi({
     service: 'governance',

@@ -14,6 +14,9 @@ export const idPrefixes = {
   toolCall: 'tc',
   token: 'tok',
   mcpToken: 'mtk',
+  apiKey: 'pak',
+  hook: 'hook',
+  session: 'ses',
   event: 'evt',
 } as const;
 
@@ -71,6 +74,14 @@ export const McpTokenId = named(
   idSchema('mcpToken', 'MCP access token id: mtk_ followed by a ULID.'),
 );
 export type McpTokenId = z.infer<typeof McpTokenId>;
+
+/** A gateway API key (its id, not its secret), `pak_…`. */
+export const ApiKeyId = named('ApiKeyId', idSchema('apiKey', 'Gateway API key id: pak_ followed by a ULID.'));
+export type ApiKeyId = z.infer<typeof ApiKeyId>;
+
+/** An inbound webhook of the gateway, `hook_…` (its URL is `/v1/hooks/<id>`). */
+export const HookId = named('HookId', idSchema('hook', 'Inbound webhook id: hook_ followed by a ULID.'));
+export type HookId = z.infer<typeof HookId>;
 
 /** A participant is a human or an agent: both have an inbox and can be room members. */
 export const ParticipantId = named(

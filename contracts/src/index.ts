@@ -6,6 +6,7 @@ export * from './consent.js';
 export * from './delegation.js';
 export * from './errors.js';
 export * from './events.js';
+export * from './gateway.js';
 export * from './governance.js';
 export * from './headers.js';
 export * from './ids.js';

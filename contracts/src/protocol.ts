@@ -3,6 +3,7 @@ import type { ApiMethod } from './api.js';
 import { bindingsApi, mcpApi } from './bindings.js';
 import { consentApi } from './consent.js';
 import { AuditRecord, DeadLetter, eventCatalog, ParleyEvent } from './events.js';
+import { gatewayApi } from './gateway.js';
 import { governanceApi, UsageReply, UsageReport } from './governance.js';
 import { RoomMessage, SendReply, SendRequest } from './messages.js';
 import { PresenceHeartbeat, registryApi } from './registry.js';
@@ -16,6 +17,7 @@ export const apis = {
   governance: governanceApi,
   bindings: bindingsApi,
   mcp: mcpApi,
+  gateway: gatewayApi,
 } as const;
 
 /** Every API method as a flat list. */

@@ -353,6 +353,15 @@ export const registryApi = {
     request: named('CheckManageRequest', z.object({ actor: PrincipalId, participant: ParticipantId })),
     response: ParticipantInfo,
   }),
+  findUser: defineApi({
+    service: 'registry',
+    method: 'findUser',
+    summary:
+      'Services only: the human with this email address (case-insensitive), or NOT_FOUND. The gateway maps a verified OIDC email to a Parley user with it.',
+    access: 'service',
+    request: named('FindUserRequest', z.object({ email: z.email() })),
+    response: Human,
+  }),
   describeParticipant: defineApi({
     service: 'registry',
     method: 'describeParticipant',

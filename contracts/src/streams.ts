@@ -32,6 +32,7 @@ export const buckets = {
   bindings: 'parley_bindings',
   leases: 'parley_leases',
   tasks: 'parley_tasks',
+  gateway: 'parley_gateway',
 } as const;
 
 /** Object store bucket for large artifacts referenced from file parts. */
@@ -206,6 +207,7 @@ export function kvDefinitions(options: BackboneOptions = {}): KvDefinition[] {
       ttlMs: o.leaseTtlMs,
     }),
     kv(buckets.tasks, 'Tasks and their states.', { history: 5 }),
+    kv(buckets.gateway, 'Gateway: API keys (hashed), sessions, webhooks in and out, stream cursors.'),
   ];
 }
 

@@ -2,7 +2,13 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { decode } from '@nats-io/jwt';
 import { fromSeed } from '@nats-io/nkeys';
-import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
+import {
+  credsAuthenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+  connect as natsConnect,
+  wsconnect,
+} from '@nats-io/transport-node';
 import { ParleyError, subjects } from '@parley/contracts';
 import { localBackbone } from './local-home.js';
 import type { PresenceOptions } from './presence.js';
@@ -10,8 +16,9 @@ import type { PresenceOptions } from './presence.js';
 /** Options of {@link connect}. */
 export interface ConnectOptions {
   /**
-   * NATS server URL(s). @default `NATS_URL`, else where the local `npm start` runs (its run.json),
-   * else nats://127.0.0.1:4222
+   * NATS server URL(s). `ws://` / `wss://` URLs connect over the NATS WebSocket listener (from
+   * outside a cluster, through an Ingress). @default `NATS_URL`, else where the local `npm start`
+   * runs (its run.json), else nats://127.0.0.1:4222
    */
   servers?: string | string[];
   /**
@@ -108,16 +115,17 @@ export async function connectWithCreds(
   const identity = await readCreds(target.creds);
   const whose =
     typeof target.creds === 'string' && !target.creds.includes('BEGIN NATS') ? ` (${target.creds})` : '';
+  const opts: NodeConnectionOptions = {
+    servers: target.servers,
+    name: options.name ?? `parley-sdk:${identity.id}`,
+    authenticator: credsAuthenticator(identity.raw),
+    inboxPrefix: subjects.replyPrefix(identity.id),
+    noAsyncTraces: true,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  };
   try {
-    const nc = await natsConnect({
-      servers: target.servers,
-      name: options.name ?? `parley-sdk:${identity.id}`,
-      authenticator: credsAuthenticator(identity.raw),
-      inboxPrefix: subjects.replyPrefix(identity.id),
-      noAsyncTraces: true,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-    });
+    const nc = isWebSocket(target.servers) ? await connectWebSocket(opts) : await natsConnect(opts);
     return { nc, identity };
   } catch (err) {
     const msg = (err as Error).message ?? String(err);
@@ -133,4 +141,25 @@ export async function connectWithCreds(
       retryAfterMs: 1000,
     });
   }
+}
+
+/** True when every URL is a WebSocket URL (`ws://`, `wss://`). */
+export function isWebSocket(servers: string | string[]): boolean {
+  const list = (Array.isArray(servers) ? servers : servers.split(',')).map((s) => s.trim()).filter(Boolean);
+  return list.length > 0 && list.every((s) => /^wss?:\/\//i.test(s));
+}
+
+/**
+ * Connects over the NATS WebSocket listener. Node 20 has no stable global WebSocket (without one
+ * `wsconnect` waits forever), so the `ws` package provides the socket.
+ */
+async function connectWebSocket(opts: NodeConnectionOptions): Promise<NatsConnection> {
+  const { WebSocket } = await import('ws');
+  return wsconnect({
+    ...opts,
+    wsFactory: async (url: string) => {
+      const socket = new WebSocket(url);
+      return { socket: socket as unknown as globalThis.WebSocket, encrypted: /^wss:/i.test(url) };
+    },
+  } as Parameters<typeof wsconnect>[0]);
 }

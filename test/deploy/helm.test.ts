@@ -62,6 +62,15 @@ const NATS_CHART_KEYS = new Set([
   'config.jetstream.memoryStore.enabled',
   'config.jetstream.memoryStore.maxSize',
   'config.jetstream.merge',
+  'config.websocket.enabled',
+  'config.websocket.port',
+  'config.websocket.merge',
+  'config.websocket.ingress.enabled',
+  'config.websocket.ingress.className',
+  'config.websocket.ingress.hosts',
+  'config.websocket.ingress.path',
+  'config.websocket.ingress.pathType',
+  'config.websocket.ingress.tlsSecretName',
   'config.resolver.enabled',
   'config.resolver.dir',
   'config.resolver.pvc.size',
@@ -258,10 +267,9 @@ for (const variant of Object.keys(valuesFiles) as Variant[]) {
           for (const p of rule.http.paths) {
             const svc = ofKind(objs(), 'Service').find((s) => s.metadata.name === p.backend.service.name);
             assert.ok(svc, `the Ingress backend ${p.backend.service.name} exists`);
-            assert.equal(
-              svc.metadata.labels['app.kubernetes.io/component'],
-              'gateway',
-              'only the gateway is exposed',
+            assert.ok(
+              ['gateway', 'mcp'].includes(svc.metadata.labels['app.kubernetes.io/component']),
+              'only the edge (the gateway, /mcp) is exposed',
             );
             assert.ok(svc.spec.ports.some((x: Obj) => x.name === p.backend.service.port.name));
           }
@@ -423,6 +431,66 @@ for (const variant of Object.keys(valuesFiles) as Variant[]) {
       if (gateway) {
         assert.equal(gateway.spec.ingress.length, 1);
         assert.deepEqual(gateway.spec.ingress[0].from ?? [], values().networkPolicy.gatewayFrom);
+        // The gateway alone reaches out: the identity provider and outbound webhooks, on 443/80.
+        const out = gateway.spec.egress.find((r: Obj) => r.ports.some((p: Obj) => p.port === 443));
+        assert.ok(out, 'the gateway may reach HTTPS endpoints');
+        assert.equal(
+          services.spec.egress.some((r: Obj) => r.ports.some((p: Obj) => p.port === 443)),
+          false,
+          'internal services may not',
+        );
+      }
+      const mcp = byName('mcp');
+      if (mcp) {
+        assert.deepEqual(mcp.spec.ingress[0].from ?? [], values().networkPolicy.gatewayFrom);
+        assert.deepEqual(mcp.spec.ingress[0].ports, [{ port: 8080, protocol: 'TCP' }]);
+      }
+      if (internal() && values().nats.config.websocket?.enabled) {
+        const ws = byName('nats').spec.ingress.find((r: Obj) =>
+          r.ports.some((p: Obj) => p.port === values().nats.config.websocket.port),
+        );
+        assert.ok(ws, 'the NATS WebSocket port accepts the edge peers');
+        assert.deepEqual(ws.from ?? [], values().networkPolicy.gatewayFrom);
+      }
+    });
+
+    it('runs the gateway by default with at least two replicas and a PDB; routes /v1, /openapi.json, /docs and /mcp', () => {
+      assert.equal(values().gateway.enabled, true);
+      const gw = ofKind(objs(), 'Deployment').find((d) => d.metadata.name === `${RELEASE}-gateway`);
+      assert.ok(gw);
+      const hpa = ofKind(objs(), 'HorizontalPodAutoscaler').find(
+        (h) => h.spec.scaleTargetRef.name === `${RELEASE}-gateway`,
+      );
+      assert.ok((gw.spec.replicas ?? hpa?.spec.minReplicas) >= 2, 'two replicas at least');
+      assert.ok(ofKind(objs(), 'PodDisruptionBudget').some((p) => p.metadata.name === `${RELEASE}-gateway`));
+      for (const ing of ofKind(objs(), 'Ingress')) {
+        const routed = Object.fromEntries(
+          ing.spec.rules[0].http.paths.map((p: Obj) => [p.path, p.backend.service.name]),
+        );
+        assert.deepEqual(routed, {
+          '/v1': `${RELEASE}-gateway`,
+          '/openapi.json': `${RELEASE}-gateway`,
+          '/docs': `${RELEASE}-gateway`,
+          '/mcp': `${RELEASE}-mcp`,
+        });
+      }
+      for (const route of ofKind(objs(), 'HTTPRoute')) {
+        assert.deepEqual(
+          route.spec.rules.map((r: Obj) => [r.matches[0].path.value, r.backendRefs[0].name]),
+          [
+            ['/v1', `${RELEASE}-gateway`],
+            ['/openapi.json', `${RELEASE}-gateway`],
+            ['/docs', `${RELEASE}-gateway`],
+            ['/mcp', `${RELEASE}-mcp`],
+          ],
+        );
+        for (const r of route.spec.rules) {
+          const svc = ofKind(objs(), 'Service').find((s) => s.metadata.name === r.backendRefs[0].name);
+          assert.ok(
+            svc.spec.ports.some((p: Obj) => p.port === r.backendRefs[0].port),
+            'a port of the Service',
+          );
+        }
       }
     });
 

@@ -52,6 +52,8 @@ export interface StartParleyOptions {
    */
   rooms?: Partial<RoomsConfig>;
   consent?: Partial<ConsentConfig>;
+  /** Gateway settings as environment values (OIDC issuer, webhook allow list, …). */
+  gateway?: StandaloneOptions['gateway'];
   log?: Logger;
   /** `OTEL_*` settings, e.g. `loadTelemetryConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })`. */
   telemetry?: StandaloneOptions['telemetry'];
@@ -86,6 +88,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       home,
       natsPort: await freePort(),
       httpPort: await freePort(),
+      natsWsPort: await freePort(),
       log:
         options.log ??
         (process.env.PARLEY_TEST_LOG
@@ -100,6 +103,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
       },
       ...(cluster ? { natsServers: cluster.urls } : {}),
       ...(options.consent ? { consent: options.consent } : {}),
+      ...(options.gateway ? { gateway: options.gateway } : {}),
       ...(options.telemetry ? { telemetry: options.telemetry } : {}),
       ...(options.telemetryBatch ? { telemetryBatch: options.telemetryBatch } : {}),
     });

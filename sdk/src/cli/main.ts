@@ -14,6 +14,7 @@ import { registerConnectCommands } from './commands/connect.js';
 import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
 import { registerDoctorCommand } from './commands/doctor.js';
+import { registerGatewayCommands } from './commands/gateway.js';
 import { registerGovernanceCommands } from './commands/governance.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerMcpCommands } from './commands/mcp.js';
@@ -80,6 +81,7 @@ export function buildProgram(
   registerConnectCommands(program, ctx);
   registerMcpCommands(program, ctx);
   registerDoctorCommand(program, ctx);
+  registerGatewayCommands(program, ctx);
   return program;
 }
 

@@ -33,8 +33,8 @@ export interface CredentialsDeps {
   policy: KV;
   js: JetStreamClient;
   log: Logger;
-  /** Mints a participant's creds with the scoped key. */
-  mint(participantId: string): Promise<MintedCreds>;
+  /** Mints a participant's creds with the scoped key (`expiresAt`: a short-lived session's). */
+  mint(participantId: string, options?: { expiresAt?: Date }): Promise<MintedCreds>;
   /** Absent: revocations are recorded (and enforced by the ingress) but not pushed to NATS. */
   accountUpdates?: AccountUpdates | undefined;
 }
@@ -93,6 +93,8 @@ export function createCredentials(deps: CredentialsDeps) {
       revoked = [];
       for (const k of r.keys) {
         if (k.revokedAt || k.userPublicKey === keep?.userPublicKey) continue;
+        // An expired session key cannot connect any more: nothing to revoke.
+        if (k.expiresAt && Date.parse(k.expiresAt) <= now.getTime()) continue;
         k.revokedAt = now.toISOString();
         revoked.push(k.userPublicKey);
       }
@@ -173,6 +175,33 @@ export function createCredentials(deps: CredentialsDeps) {
       await audit('issue', actor, participant, { userPublicKey: minted.userPublicKey });
       log.info({ participant, user: minted.userPublicKey }, 'credentials issued');
       return { creds: minted.creds, userPublicKey: minted.userPublicKey };
+    },
+
+    /**
+     * Short-lived credentials for the gateway to act as a participant it authenticated. The key is
+     * recorded (so revoking the participant revokes it too); expired session keys are dropped from
+     * the record as new ones are added, so the record stays small.
+     */
+    async session(
+      participant: string,
+      actor: PrincipalId,
+      ttlSeconds: number,
+    ): Promise<{ creds: string; userPublicKey: string; expiresAt: string }> {
+      await refuseRevoked(participant);
+      const expiresAt = new Date(Date.now() + ttlSeconds * 1000);
+      const minted = await deps.mint(participant, { expiresAt });
+      await updateRecord(participant, (r) => {
+        const now = Date.now();
+        r.keys = r.keys.filter((k) => !k.expiresAt || Date.parse(k.expiresAt) > now);
+        r.keys.push({
+          userPublicKey: minted.userPublicKey,
+          issuedAt: new Date().toISOString(),
+          expiresAt: expiresAt.toISOString(),
+        });
+        return r;
+      });
+      log.debug({ participant, actor, user: minted.userPublicKey }, 'session credentials issued');
+      return { creds: minted.creds, userPublicKey: minted.userPublicKey, expiresAt: expiresAt.toISOString() };
     },
 
     /** New credentials; every older key is revoked and its connections closed. */

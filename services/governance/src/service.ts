@@ -5,6 +5,7 @@ import {
   buckets,
   governanceApi,
   isServiceId,
+  ParleyError,
   type PrincipalId,
   policyKeys,
   registryApi,
@@ -62,6 +63,7 @@ export interface GovernanceDeps extends ServiceTelemetry, ServiceResponder {
 }
 
 const SELF = serviceId('governance');
+const GATEWAY = serviceId('gateway');
 
 /** The governance service: credentials, delegation, authorization, audit, guards, usage. */
 export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
@@ -105,11 +107,12 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
         js,
         log,
         accountUpdates: deps.accountUpdates,
-        mint: (participant) =>
+        mint: (participant, options) =>
           mintParticipantCreds(
             deps.config.PARLEY_PARTICIPANT_SIGNING_SEED,
             deps.config.PARLEY_ACCOUNT_PUBLIC_KEY,
             participant,
+            options,
           ),
       });
       if (!deps.accountUpdates) {
@@ -193,6 +196,13 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
           bind(governanceApi.issueCredentials, (req, ctx) =>
             creds().issue(req.participant, ctx.caller as PrincipalId),
           ),
+          bind(governanceApi.sessionCredentials, async (req, ctx) => {
+            // Narrowest possible: the one service that authenticates people and systems at the edge.
+            if (ctx.caller !== GATEWAY) {
+              throw new ParleyError('PERMISSION_DENIED', 'session credentials are for the gateway only');
+            }
+            return creds().session(req.participant, ctx.caller, req.ttlSeconds);
+          }),
           bind(governanceApi.rotateCredentials, async (req, ctx) => {
             await checkManage(ctx.caller, req.participant);
             return creds().rotate(req.participant, ctx.caller as PrincipalId);

@@ -46,8 +46,8 @@ export const InitEnv = z.object({
   PARLEY_SERVICES: z
     .string()
     .regex(/^[a-z][a-z0-9-]*(,[a-z][a-z0-9-]*)*$/, { message: 'must be a comma-separated list of names' })
-    .default('init,rooms,registry,governance,consent,mcp')
-    .describe('Services to mint NATS creds for. @default init,rooms,registry,governance,consent,mcp'),
+    .default('init,rooms,registry,governance,consent,mcp,gateway')
+    .describe('Services to mint NATS creds for. @default init,rooms,registry,governance,consent,mcp,gateway'),
   PARLEY_OPERATOR_NAME: z
     .string()
     .default('parley')

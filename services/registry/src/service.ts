@@ -304,6 +304,13 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
         .sort((a, b) => a.name.localeCompare(b.name) || (a.id < b.id ? -1 : 1));
       return { users };
     }),
+    bind(registryApi.findUser, async (req) => {
+      // Services only (checked by the access rule); a linear scan of the cached catalog is fine at
+      // the gateway's rate: sign-ins are cached there per token.
+      const email = req.email.toLowerCase();
+      for (const { user } of catalog.users.values()) if (user.email?.toLowerCase() === email) return user;
+      throw new ParleyError('NOT_FOUND', 'no user with this email address');
+    }),
 
     bind(registryApi.getUser, async (req, ctx) => {
       const v = await viewerOf(ctx.caller);

@@ -20,6 +20,9 @@ export const StandaloneEnv = z.object({
   PARLEY_HOME: z.string().optional().describe('State directory: keys, NATS data, creds. @default ./.parley'),
   NATS_SERVER_BIN: z.string().optional().describe('nats-server binary. @default found on PATH'),
   PARLEY_NATS_PORT: envPort.default(4222).describe('NATS client port. @default 4222'),
+  PARLEY_NATS_WS_PORT: envPort
+    .default(7422)
+    .describe('Port of the NATS WebSocket listener on the same interface (0 = none). @default 7422'),
   PARLEY_HTTP_PORT: envPort.default(7420).describe('Port of /healthz, /readyz and /metrics. @default 7420'),
   PARLEY_STOP_TIMEOUT_MS: z.coerce
     .number()

@@ -27,11 +27,23 @@ const program = new Command('parley-standalone')
   .description('Start the local Parley backbone: nats-server (JetStream, operator mode) and every service.')
   .option('--nats-port <port>', 'NATS client port', port('--nats-port'), config.PARLEY_NATS_PORT)
   .option('--http-port <port>', 'port of /healthz and /readyz', port('--http-port'), config.PARLEY_HTTP_PORT)
+  .option(
+    '--nats-ws-port <port>',
+    'NATS WebSocket port (remote clients: --server ws://…)',
+    port('--nats-ws-port'),
+    config.PARLEY_NATS_WS_PORT,
+  )
   .option('--home <dir>', 'state directory (keys, NATS data, creds)', config.PARLEY_HOME)
   .option('--no-demo', 'do not run the scripted demo conversation')
   .showHelpAfterError();
 program.parse();
-const opts = program.opts<{ natsPort: number; httpPort: number; home: string; demo: boolean }>();
+const opts = program.opts<{
+  natsPort: number;
+  httpPort: number;
+  natsWsPort: number;
+  home: string;
+  demo: boolean;
+}>();
 
 const log = createLogger({ name: 'parley', level: config.LOG_LEVEL, destination: process.stderr });
 const out = (line = '') => process.stdout.write(`${line}\n`);
@@ -42,6 +54,7 @@ try {
     home: opts.home,
     natsPort: opts.natsPort,
     httpPort: opts.httpPort,
+    ...(opts.natsWsPort ? { natsWsPort: opts.natsWsPort } : {}),
     log,
     telemetry: config,
     rooms: config.rooms,
@@ -116,6 +129,11 @@ if (standalone.telemetry?.exportTo) {
   out(`  traces                           ${standalone.telemetry.exportTo}`);
 }
 out(`  services                         ${standalone.services.map((s) => s.name).join(', ')}`);
+if (standalone.natsWsUrl) out(`  NATS WebSocket (remote clients)  ${standalone.natsWsUrl}`);
+out(`  HTTP API (gateway)               ${standalone.httpUrl}/v1   reference: ${standalone.httpUrl}/docs`);
+out(
+  `  login link (once, 15 min)        ${standalone.httpUrl}/v1/login?code=${await standalone.gateway.createLoginCode(home.state.admin.id)}`,
+);
 out(
   `  state                            ${rel(home.paths.home)} (${home.firstRun ? 'new keys generated' : 'keys reused'}; where it runs: ${rel(join(home.paths.home, 'run.json'))})`,
 );

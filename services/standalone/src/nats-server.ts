@@ -83,6 +83,11 @@ export interface NatsServerConfig {
   maxFile?: string;
   /** Where the server writes its pid. */
   pidFile?: string;
+  /**
+   * A NATS WebSocket listener for remote clients (SDK, MCP bridge on a laptop), with the same
+   * operator-mode auth as the client port. Without `tls` it runs without TLS: for loopback only.
+   */
+  websocket?: { host: string; port: number; tls?: { certFile: string; keyFile: string } };
   /** Extra lines appended verbatim. */
   extra?: string;
 }
@@ -107,6 +112,17 @@ export function renderNatsConfig(c: NatsServerConfig): string {
     `  max_file_store: ${c.maxFile ?? '20GB'}`,
     '}',
   );
+  if (c.websocket) {
+    lines.push(
+      'websocket {',
+      `  listen: ${q(`${c.websocket.host}:${c.websocket.port}`)}`,
+      ...(c.websocket.tls
+        ? [`  tls { cert_file: ${q(c.websocket.tls.certFile)}, key_file: ${q(c.websocket.tls.keyFile)} }`]
+        : ['  no_tls: true']),
+      '  compression: true',
+      '}',
+    );
+  }
   if (c.cluster) {
     lines.push(
       'cluster {',

@@ -10,6 +10,13 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { type ConsentConfig, defaultConfig as consentDefaults, createConsentService } from '@parley/consent';
 import { type BackboneOptions, buckets, serviceId } from '@parley/contracts';
 import {
+  createGatewayService,
+  type GatewayConfig,
+  type GatewayService,
+  defaultConfig as gatewayDefaults,
+  registerGateway,
+} from '@parley/gateway';
+import {
   accountSigner,
   createGovernanceService,
   mintResponderCreds,
@@ -72,6 +79,8 @@ export interface StandaloneOptions {
   natsPort: number;
   /** Port of /healthz and /readyz. */
   httpPort: number;
+  /** Port of the NATS WebSocket listener (remote SDK/MCP clients: `--server ws://…`); absent: none. */
+  natsWsPort?: number;
   /** Interface everything listens on. @default 127.0.0.1 */
   host?: string;
   /** nats-server binary; found on PATH when absent. */
@@ -98,6 +107,8 @@ export interface StandaloneOptions {
   natsServers?: string[];
   /** Host names `/mcp` accepts in Host/Origin besides loopback (DNS-rebinding protection). */
   mcpAllowedHosts?: string[];
+  /** Gateway settings as environment values (`PARLEY_OIDC_ISSUER`, …); see the gateway's config. */
+  gateway?: Partial<Record<keyof GatewayConfig, string>>;
 }
 
 /** A running backbone. */
@@ -105,11 +116,15 @@ export interface Standalone {
   natsUrl: string;
   /** The version nats-server reported at start (for the banner and its known defects). */
   natsVersion: string;
+  /** The NATS WebSocket URL, when the listener runs (`natsWsPort`). */
+  natsWsUrl: string | undefined;
   httpUrl: string;
   home: Home;
   /** The nats-server child; undefined when `natsServers` named servers run by someone else. */
   nats: NatsServerProcess | undefined;
   services: ParleyService[];
+  /** The HTTP/WebSocket edge on the same port as /healthz (login links for the local admin). */
+  gateway: GatewayService;
   /** Every service's metrics, served together on `/metrics`. */
   metrics: ParleyMetrics;
   /** The process's telemetry, when started with `telemetry` settings. */
@@ -149,8 +164,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   for (const [port, flag] of [
     [o.natsPort, '--nats-port'],
     [o.httpPort, '--http-port'],
+    ...(o.natsWsPort ? ([[o.natsWsPort, '--nats-ws-port']] as const) : []),
   ] as const) {
-    if (o.natsServers && flag === '--nats-port') continue;
+    if (o.natsServers && flag !== '--http-port') continue;
     try {
       await checkPortFree(port, host);
     } catch (err) {
@@ -186,6 +202,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       port: o.natsPort,
       storeDir: paths.jetstream,
       pidFile: paths.natsPid,
+      ...(o.natsWsPort ? { websocket: { host, port: o.natsWsPort } } : {}),
       operator: {
         operatorJwtPath: paths.operatorJwt,
         systemAccount: pub.systemAccount,
@@ -223,6 +240,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     }
   };
   process.on('exit', onExit);
+  let gateway: GatewayService | undefined;
 
   let stopping: Promise<void> | undefined;
   const stop = (options: StopOptions = {}): Promise<void> => {
@@ -407,7 +425,21 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       log,
       ...observe('mcp'),
     });
-    for (const s of [registry, governance, rooms, consent, mcp]) {
+    // The gateway: /v1 on the HTTP port below, acting for each principal over its own connection.
+    gateway = createGatewayService({
+      nc: await connectAs('gateway'),
+      responder: await responderOf('gateway'),
+      servers: serverList(natsUrl),
+      log,
+      ...observe('gateway'),
+      config: gatewayDefaults({
+        PARLEY_GATEWAY_PUBLIC_URL: `http://${host}:${o.httpPort}`,
+        // Just-in-time sign-ups (for the domains PARLEY_OIDC_JIT_DOMAINS opens) land in the local org.
+        PARLEY_OIDC_JIT_ORG: home.state.org.id,
+        ...o.gateway,
+      }),
+    });
+    for (const s of [registry, governance, rooms, consent, mcp, gateway]) {
       await s.start();
       services.push(s);
     }
@@ -428,22 +460,25 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       log,
       ...(o.mcpAllowedHosts ? { allowedHosts: o.mcpAllowedHosts } : {}),
     });
+    await registerGateway(http, { service: gateway });
     await http.listen({ host, port: o.httpPort });
     await writeRun(paths, runInfo());
   } catch (err) {
     await stop().catch((e: unknown) => log.warn({ err: e }, 'stop after a failed start'));
     throw err;
   }
-  if (!jsm) throw new Error('unreachable: backbone not set up');
+  if (!jsm || !gateway) throw new Error('unreachable: backbone not set up');
   return {
     natsUrl,
     natsVersion,
+    natsWsUrl: o.natsWsPort && !o.natsServers ? `ws://${host}:${o.natsWsPort}` : undefined,
     httpUrl: `http://${host}:${o.httpPort}`,
     home,
     get nats() {
       return nats;
     },
     services,
+    gateway,
     metrics,
     telemetry,
     jsm,

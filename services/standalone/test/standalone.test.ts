@@ -42,6 +42,7 @@ describe('standalone backbone', () => {
         mcp: true,
         // Every fan-out partition with entries waiting has a live holder.
         fanout: true,
+        gateway: true,
       });
       assert.equal((await fetch(`${first.httpUrl}/readyz`)).status, 200);
 
@@ -72,10 +73,11 @@ describe('standalone backbone', () => {
       svc.publish('$SRV.PING', undefined, { reply: sub.getSubject() });
       for await (const m of sub) {
         names.add(m.json<{ name: string }>().name);
-        if (names.size === 5) break;
+        if (names.size === 6) break;
       }
       assert.deepEqual([...names].sort(), [
         'parley-consent',
+        'parley-gateway',
         'parley-governance',
         'parley-mcp',
         'parley-registry',
@@ -150,6 +152,8 @@ describe('the npm start entry point', () => {
         String(natsPort),
         '--http-port',
         String(httpPort),
+        '--nats-ws-port',
+        String(await freePort()),
       ],
       { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'error' } },
     );
@@ -226,6 +230,8 @@ describe('the npm start entry point with OTEL_EXPORTER_OTLP_ENDPOINT set', () =>
         '--nats-port',
         String(await freePort()),
         '--http-port',
+        String(await freePort()),
+        '--nats-ws-port',
         String(await freePort()),
       ],
       {
