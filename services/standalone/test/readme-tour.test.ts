@@ -162,7 +162,16 @@ describe('the README tour', () => {
     process.chdir(work);
     const natsPort = await freePort();
     const httpPort = await freePort();
-    const args = ['--home', home, '--nats-port', String(natsPort), '--http-port', String(httpPort)];
+    const args = [
+      '--home',
+      home,
+      '--nats-port',
+      String(natsPort),
+      '--http-port',
+      String(httpPort),
+      '--nats-ws-port',
+      String(await freePort()),
+    ];
     const ids = new Ids();
     // The second terminal's environment: only what the banner told it to export.
     const env: Record<string, string | undefined> = {

@@ -81,6 +81,8 @@ describe('npm start across restarts', () => {
       String(await freePort()),
       '--http-port',
       String(await freePort()),
+      '--nats-ws-port',
+      String(await freePort()),
     ];
     const env = { PARLEY_HOME: home, HOME: elsewhere, CODEX_HOME: join(elsewhere, 'codex') };
 
