@@ -74,6 +74,16 @@ export const GatewayEnv = z.object({
   PARLEY_WEBHOOK_ALLOW_PRIVATE: list.describe(
     'Comma-separated hosts or IP addresses outbound webhooks may reach although they are private or loopback (SSRF protection refuses them otherwise), e.g. 127.0.0.1. @default none',
   ),
+  PARLEY_CONSOLE_DIR: z
+    .string()
+    .optional()
+    .describe(
+      'Directory of the built console (served at /). @default console/dist of this checkout; absent: / says how to build it',
+    ),
+  PARLEY_JAEGER_URL: z
+    .url({ protocol: /^https?$/ })
+    .optional()
+    .describe('Jaeger UI the console links traces to (…/trace/<id>). Unset: no trace links.'),
   PARLEY_GATEWAY_SECURE_COOKIES: envBoolean
     .default(false)
     .describe('Mark the session cookie Secure (behind TLS). @default false'),
