@@ -173,10 +173,26 @@ describe('console in a browser', () => {
     process.stderr.write(`axe-core violations per page:\n${report}\n`);
   });
 
-  it('signs in with the one-time link and shows the person’s rooms', async () => {
+  it('signs in with the one-time link and shows the person’s rooms', async (t) => {
     await page.getByRole('navigation', { name: 'Main' }).waitFor();
     await page.getByText('Ada Lovelace').waitFor();
     await page.getByRole('link', { name: /invoice rounding/ }).waitFor();
+    // What the first load cost (reported, not asserted): navigation timing and bytes on the wire.
+    const load = (await page.evaluate(`(() => {
+      const nav = performance.getEntriesByType('navigation')[0];
+      const res = performance.getEntriesByType('resource');
+      const assets = res.filter((r) => new URL(r.name).pathname.startsWith('/assets/'));
+      const sum = (l, k) => l.reduce((a, r) => a + r[k], 0);
+      return {
+        domContentLoaded: Math.round(nav.domContentLoadedEventEnd),
+        load: Math.round(nav.loadEventEnd),
+        htmlBytes: nav.encodedBodySize,
+        assetsEncoded: sum(assets, 'encodedBodySize'),
+        assetsDecoded: sum(assets, 'decodedBodySize'),
+        api: res.filter((r) => new URL(r.name).pathname.startsWith('/v1/')).map((r) => Math.round(r.responseEnd)),
+      };
+    })()`)) as Record<string, unknown>;
+    t.diagnostic(`first load: ${JSON.stringify(load)}`);
     await shoot(page, 'rooms');
   });
 
