@@ -1,5 +1,6 @@
 /** The console's entry: sign-in, the layout with its navigation, and the router (hash URLs, so `/` is the only page the gateway serves). */
 import { render } from 'preact';
+import { lazy, Suspense } from 'preact/compat';
 import { useEffect } from 'preact/hooks';
 import { Link, Route, Router, Switch, useLocation } from 'wouter-preact';
 import { useHashLocation } from 'wouter-preact/use-hash-location';
@@ -8,12 +9,14 @@ import { AdminPage } from './pages/admin';
 import { AgentsPage } from './pages/agents';
 import { AsksPage } from './pages/asks';
 import { AuditPage } from './pages/audit';
-import { CostPage } from './pages/cost';
 import { InboxPage } from './pages/inbox';
 import { RoomPage, RoomsPage } from './pages/rooms';
 import { SignIn } from './pages/signin';
 import { flash, me, needsInputCount, rooms, start, streamState, unread } from './state';
 import './style.css';
+
+// The charting library is most of the bundle: loaded when the cost page is first opened.
+const CostPage = lazy(() => import('./pages/cost').then((m) => ({ default: m.CostPage })));
 
 function Nav() {
   const [loc] = useLocation();
@@ -130,7 +133,9 @@ function Shell() {
             <AgentsPage />
           </Route>
           <Route path="/cost">
-            <CostPage />
+            <Suspense fallback={<p>Loading charts…</p>}>
+              <CostPage />
+            </Suspense>
           </Route>
           <Route path="/audit/:of?">{(p) => <AuditPage of={p.of} />}</Route>
           <Route path="/admin">

@@ -77,15 +77,21 @@ describe('gateway: the console and its routes', () => {
     const agent = await connectTo(parley, creds);
     try {
       const room = await agent.rooms.create('pause me', { members: [ada.id] });
-      const stranger = await http(base, `/v1/rooms/${room.id}/pause`, { token: bobToken, body: { reason: 'no' } });
+      const stranger = await http(base, `/v1/rooms/${room.id}/pause`, {
+        token: bobToken,
+        body: { reason: 'no' },
+      });
       assert.equal(stranger.body.code, 'NOT_A_MEMBER', JSON.stringify(stranger.body));
       assert.equal((await agent.rooms.get(room.id)).paused, false, 'a refused pause changes nothing');
-      const paused = await http(base, `/v1/rooms/${room.id}/pause`, { token: adaToken, body: { reason: 'look' } });
+      const paused = await http(base, `/v1/rooms/${room.id}/pause`, {
+        token: adaToken,
+        body: { reason: 'look' },
+      });
       assert.equal(paused.status, 200, JSON.stringify(paused.body));
       assert.equal(paused.body.paused, true);
       assert.equal(await codeOf(agent.rooms.room(room.id).send('now?')), 'ROOM_PAUSED');
       const bad = await http(base, `/v1/rooms/${room.id}/resume`, { token: adaToken, body: { reason: '' } });
-      assert.equal(bad.code ?? bad.body.code, 'INVALID_ARGUMENT');
+      assert.equal(bad.body.code, 'INVALID_ARGUMENT');
       const resumed = await http(base, `/v1/rooms/${room.id}/resume`, { token: adaToken, body: {} });
       assert.equal(resumed.body.paused, false);
       assert.equal(await codeOf(agent.rooms.room(room.id).send('again')), 'no error');
@@ -108,9 +114,15 @@ describe('gateway: the console and its routes', () => {
     const first = await connectTo(parley, credentials.creds);
     assert.equal((await first.whoami()).id, record.id);
 
-    const foreign = await http(base, `/v1/agents/${record.id}/credentials/rotate`, { token: bobToken, body: {} });
+    const foreign = await http(base, `/v1/agents/${record.id}/credentials/rotate`, {
+      token: bobToken,
+      body: {},
+    });
     assert.ok([403, 404].includes(foreign.status), JSON.stringify(foreign.body));
-    const rotated = await http(base, `/v1/agents/${record.id}/credentials/rotate`, { token: adaToken, body: {} });
+    const rotated = await http(base, `/v1/agents/${record.id}/credentials/rotate`, {
+      token: adaToken,
+      body: {},
+    });
     assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
     const second = await connectTo(parley, String(rotated.body.creds));
     assert.equal((await second.whoami()).id, record.id);
