@@ -186,7 +186,7 @@ export async function registerGateway(app: FastifyInstance, o: GatewayHttpOption
           return reply
             .type('text/html; charset=utf-8')
             .send(
-              `<!doctype html><title>Parley</title><p>Signed in as <code>${session.participant}</code> until ${session.expiresAt}.</p><p>Bearer token for curl: <code>${session.token}</code></p><p><a href="/docs">API reference</a></p>`,
+              `<!doctype html><title>Parley</title><p>Signed in as <code>${session.participant}</code> until ${session.expiresAt}.</p><p>Bearer token for curl: <code>${session.token}</code></p><p><a href="/">Open the console</a> · <a href="/docs">API reference</a></p>`,
             );
         }
         return reply.send(session);
