@@ -294,6 +294,19 @@ describe('console in a browser', () => {
     t.diagnostic(
       `agent send → on screen over 100: p50 ${took[49]} ms, p99 ${took[98]} ms, max ${took[99]} ms`,
     );
+
+    // History pages back: after a reload only the newest 50 are there; older ones come on request.
+    await page.reload();
+    await page.getByText('lat-99', { exact: true }).waitFor();
+    assert.equal(
+      await page.getByText('lat-10', { exact: true }).count(),
+      0,
+      'older entries are not loaded yet',
+    );
+    await page.getByRole('button', { name: 'Load older messages' }).click();
+    await page.getByText('lat-10', { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Load older messages' }).click();
+    await page.getByText('Rounding per line, see the diff.').waitFor();
   });
 
   it('an ask_human from an MCP session shows the badge, and the answer reaches the agent', async () => {
