@@ -370,6 +370,7 @@ describe('console in a browser', () => {
   it('suspending an agent makes its next send fail with SUSPENDED; resuming lets it send', async () => {
     await page.goto(`${parley.httpUrl}/#/agents`);
     const row = page.locator(`[data-agent="${coderId}"]`);
+    await row.getByRole('link', { name: 'invoice rounding' }).waitFor();
     await row.getByLabel('Reason').fill('runaway loop in the rounding room');
     await row.getByRole('button', { name: 'Suspend' }).click();
     await row.getByTestId('status').getByText('suspended').waitFor();

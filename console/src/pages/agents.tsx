@@ -1,7 +1,7 @@
 /** My agents: inventory with presence and activity, cards, scopes, tools; suspend/resume (kill switch), rotate/revoke credentials, create an agent, connect instructions. */
-import { useState } from 'preact/hooks';
-import { type AgentListing, api } from '../api';
-import { loadAgents, me, myAgents } from '../state';
+import { useEffect, useState } from 'preact/hooks';
+import { type AgentListing, api, type Room } from '../api';
+import { loadAgents, me, myAgents, rooms } from '../state';
 import { act } from './common';
 
 /** Offers `text` as a file download (credentials are shown once: this is the once). */
@@ -14,7 +14,7 @@ function download(name: string, text: string): void {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
-function AgentRow({ a }: { a: AgentListing }) {
+function AgentRow({ a, shared }: { a: AgentListing; shared: Room[] }) {
   const [reason, setReason] = useState('');
   const id = a.agent.id;
   const c = a.agent.card;
@@ -44,6 +44,17 @@ function AgentRow({ a }: { a: AgentListing }) {
         <dd>{c.tools?.join(', ') || '—'}</dd>
         <dt>Scopes</dt>
         <dd>{c.scopes?.join(', ') || '—'}</dd>
+        <dt>Rooms you share</dt>
+        <dd>
+          {shared.length
+            ? shared.map((r, i) => (
+                <span key={r.id}>
+                  {i ? ', ' : ''}
+                  <a href={`#/rooms/${r.id}`}>{r.title}</a>
+                </span>
+              ))
+            : '—'}
+        </dd>
       </dl>
       <div class="inline">
         <label for={`reason-${id}`}>Reason</label>
@@ -153,6 +164,14 @@ function CreateAgent() {
 
 /** `/agents`. */
 export function AgentsPage() {
+  // The rooms an agent is in, as far as the person can see them: their own rooms it is a member of
+  // (the rooms service shows a room's members to its members only).
+  const [details, setDetails] = useState<Room[]>([]);
+  useEffect(() => {
+    void Promise.all(rooms.value.map((r) => api<Room>(`/v1/rooms/${r.id}`).catch(() => null))).then((l) =>
+      setDetails(l.filter((r): r is Room => r !== null)),
+    );
+  }, [rooms.value]);
   const owner = me.value?.id ?? 'usr_…';
   const server = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.hostname}:<NATS WebSocket port>`;
   return (
@@ -160,7 +179,11 @@ export function AgentsPage() {
       <h1>My agents ({myAgents.value.length})</h1>
       <ul class="agents">
         {myAgents.value.map((a) => (
-          <AgentRow key={a.agent.id} a={a} />
+          <AgentRow
+            key={a.agent.id}
+            a={a}
+            shared={details.filter((r) => r.members.some((m) => m.id === a.agent.id))}
+          />
         ))}
       </ul>
       <CreateAgent />
