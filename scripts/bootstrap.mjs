@@ -261,12 +261,56 @@ function ensureGoToolchain() {
   }
 }
 
+/** The console's assets (console/dist, served by the gateway at /): built when missing or stale. */
+function ensureConsole() {
+  const script = join(root, 'console', 'scripts', 'ensure-built.mjs');
+  if (existsSync(script) && run(process.execPath, [script]) !== 0) {
+    throw new BootstrapError('building the console failed (see above)');
+  }
+}
+
+/** Installs a Debian package with apt-get when this is Debian/Ubuntu and we are root or have sudo -n; false otherwise. */
+function aptInstall(pkg) {
+  if (!existsSync('/etc/debian_version') || !which('apt-get', NATS_DIRS)) return false;
+  const isRoot = process.getuid?.() === 0;
+  const pre = isRoot
+    ? []
+    : which('sudo') && spawnSync('sudo', ['-n', 'true']).status === 0
+      ? ['sudo', '-n']
+      : undefined;
+  if (!pre) return false;
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const cmd = (args) =>
+    pre.length ? run(pre[0], [...pre.slice(1), ...args], { env }) : run(args[0], args.slice(1), { env });
+  return (
+    cmd(['apt-get', 'install', '-y', '-q', pkg]) === 0 ||
+    (cmd(['apt-get', 'update', '-q']) === 0 && cmd(['apt-get', 'install', '-y', '-q', pkg]) === 0)
+  );
+}
+
+/** Chromium for the console's browser tests: CHROMIUM_BIN, PATH, else Debian's package with apt-get. */
+export function ensureChromium() {
+  const find = () =>
+    [process.env.CHROMIUM_BIN, which('chromium'), which('chromium-browser')].find(
+      (p) => p && isExecutable(p),
+    );
+  const found = find();
+  if (found) return found;
+  say("chromium not found (the console's browser tests need it): installing Debian's chromium package");
+  const after = aptInstall('chromium') ? find() : undefined;
+  if (after) return after;
+  throw new BootstrapError(
+    'chromium is required for the console tests: sudo apt-get install -y chromium (or set CHROMIUM_BIN)',
+  );
+}
+
 /** Runs every step; returns the pnpm and nats-server paths. */
 export function bootstrap() {
   checkNode();
   const pnpm = ensurePnpm();
   installDependencies(pnpm);
   const natsServer = ensureNatsServer();
+  ensureConsole();
   say(`nats-server: ${natsServer} (${capture(natsServer, ['--version']) ?? 'unknown version'})`);
   ensureGoToolchain();
   return { pnpm, natsServer };

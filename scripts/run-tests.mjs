@@ -28,7 +28,7 @@ const nodes = process.argv
 const args2 = process.argv.slice(2).filter((a) => !a.startsWith('--nodes='));
 const targets = args2.filter((a) => !a.startsWith('-'));
 const passThrough = args2.filter((a) => a.startsWith('-'));
-const files = (targets.length ? targets : ['contracts', 'sdk', 'services', 'bridges', 'test'])
+const files = (targets.length ? targets : ['contracts', 'sdk', 'services', 'bridges', 'console', 'test'])
   .map((t) => resolve(root, t))
   .flatMap((t) => collect(t, []))
   .sort();

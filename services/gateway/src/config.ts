@@ -83,6 +83,16 @@ export const GatewayEnv = z.object({
     .describe(
       'First retry delay of an outbound webhook delivery; doubles per try, at most 60 s. @default 1000',
     ),
+  PARLEY_CONSOLE_DIR: z
+    .string()
+    .optional()
+    .describe(
+      'Directory of the built console (served at /). @default console/dist of this checkout; absent: / says how to build it',
+    ),
+  PARLEY_JAEGER_URL: z
+    .url({ protocol: /^https?$/ })
+    .optional()
+    .describe('Jaeger UI the console links traces to (…/trace/<id>). Unset: no trace links.'),
   PARLEY_GATEWAY_SECURE_COOKIES: envBoolean
     .default(false)
     .describe('Mark the session cookie Secure (behind TLS). @default false'),

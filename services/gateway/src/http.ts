@@ -11,6 +11,7 @@
 import websocket from '@fastify/websocket';
 import { invalidArgument, ParleyError, type SendReply } from '@parley/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { registerConsole } from './console.js';
 import { registerHooks } from './hooks.js';
 import { registerDocs } from './openapi.js';
 import { sendProblem, toClientError } from './problem.js';
@@ -194,7 +195,7 @@ export async function registerGateway(app: FastifyInstance, o: GatewayHttpOption
           return reply
             .type('text/html; charset=utf-8')
             .send(
-              `<!doctype html><title>Parley</title><p>Signed in as <code>${session.participant}</code> until ${session.expiresAt}.</p><p>Bearer token for curl: <code>${session.token}</code></p><p><a href="/docs">API reference</a></p>`,
+              `<!doctype html><title>Parley</title><p>Signed in as <code>${session.participant}</code> until ${session.expiresAt}.</p><p>Bearer token for curl: <code>${session.token}</code></p><p><a href="/">Open the console</a> · <a href="/docs">API reference</a></p>`,
             );
         }
         return reply.send(session);
@@ -205,6 +206,7 @@ export async function registerGateway(app: FastifyInstance, o: GatewayHttpOption
     await gw.register(websocket, { options: { maxPayload: 64 * 1024 } });
     await registerStream(gw, service);
     await registerHooks(gw, service);
+    await registerConsole(gw, service);
   });
   log.debug({ routes: restRoutes.length }, 'gateway routes registered');
 }

@@ -23,6 +23,7 @@ import {
   TaskId,
 } from '@parley/contracts';
 import * as z from 'zod';
+import { consoleRoutes } from './console-routes.js';
 
 /** What a route handler gets from the HTTP request. */
 export interface RouteInput {
@@ -416,4 +417,6 @@ export const restRoutes: RestRoute[] = [
     response: governanceApi.resume.response,
     request: ({ params, body }) => ({ ...obj(body), agent: params.agent }),
   },
+  // The console's additions (pause/resume a room, create an agent, rotate/revoke credentials).
+  ...consoleRoutes,
 ];

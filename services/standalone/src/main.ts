@@ -131,6 +131,7 @@ if (standalone.telemetry?.exportTo) {
 out(`  services                         ${standalone.services.map((s) => s.name).join(', ')}`);
 if (standalone.natsWsUrl) out(`  NATS WebSocket (remote clients)  ${standalone.natsWsUrl}`);
 out(`  HTTP API (gateway)               ${standalone.httpUrl}/v1   reference: ${standalone.httpUrl}/docs`);
+out(`  console                          ${standalone.httpUrl}/   (sign in with the login link below)`);
 out(
   `  login link (once, 15 min)        ${standalone.httpUrl}/v1/login?code=${await standalone.gateway.createLoginCode(home.state.admin.id)}`,
 );
