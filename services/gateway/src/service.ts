@@ -92,6 +92,8 @@ export interface GatewayService extends ParleyService {
   redeemLoginCode(code: string): Promise<{ token: string; participant: string; expiresAt: string }>;
   /** Principals' own connections. */
   readonly pool: PrincipalPool;
+  /** The gateway's service connection (`svc_gateway`), for the APIs it serves. */
+  readonly nc: NatsConnection;
   /** Inbound hook records. */
   hook(id: string): Promise<HookRecord | undefined>;
   /** The gateway's bucket (hook event ids, stream cursors, dead letters). */
@@ -260,6 +262,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
   return {
     name: 'gateway',
     pool,
+    nc: deps.nc,
     config: deps.config,
     log,
     kv,

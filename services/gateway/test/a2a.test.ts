@@ -256,9 +256,11 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
     assert.equal(canceled.status?.state, TaskState.TASK_STATE_CANCELED);
     await resumed;
     const last = events.at(-1);
+    const seen = JSON.stringify(events.map((e) => e.payload?.$case));
     assert.equal(
       last?.payload?.$case === 'statusUpdate' && last.payload.value.status?.state,
       TaskState.TASK_STATE_CANCELED,
+      seen,
     );
     await waitFor(() => cancels.includes(id), 'the agent to receive the cancel');
     // Cancelling again is idempotent; a completed task is not cancelable: -32002.

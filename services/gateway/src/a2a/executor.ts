@@ -334,6 +334,8 @@ export function createParleyExecutor(o: {
         );
         done();
       }, ANSWER_TIMEOUT_MS);
+      // A wait for an answer is not a reason to keep the process alive.
+      timer.unref();
       running.set(taskId, { room, caller, stop: done });
       try {
         const held = await service.pool.acquire(caller);

@@ -26,6 +26,7 @@ import { authenticateRequest } from '../http.js';
 import { sendProblem, toClientError } from '../problem.js';
 import type { GatewayService, Principal } from '../service.js';
 import { CallerInboxes, createParleyExecutor } from './executor.js';
+import { startRemoteA2a } from './remote.js';
 import { createKvTaskStore, createPushStore } from './store.js';
 
 type RawWithPrincipal = IncomingMessage & { principal?: Principal };
@@ -219,6 +220,11 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
     reply.hijack();
     ex(req.raw as IncomingMessage as Request, reply.raw as ServerResponse as express.Response);
   };
+  // Imported A2A agents: the import API and one proxy per agent, for as long as the HTTP side runs.
+  const stopRemote = await startRemoteA2a(service, log);
+  app.addHook('onClose', async () => {
+    await stopRemote();
+  });
   await app.register(async (a2a) => {
     // Authenticated before fastify reads the body: the express side parses it.
     for (const url of ['/a2a', '/a2a/*']) {

@@ -19,6 +19,7 @@ import {
   type TaskStore,
 } from '@a2a-js/sdk/server';
 import type { KV } from '@nats-io/kv';
+import { ParleyError } from '@parley/contracts';
 import { snapshotKv } from '@parley/kit';
 
 /** A KV key token for any string (A2A ids are client-chosen: hashed unless already safe). */
@@ -115,27 +116,32 @@ export function isPrivateAddress(address: string): boolean {
   return family === 4 ? PRIVATE.check(address, 'ipv4') : family === 6 ? PRIVATE.check(address, 'ipv6') : true;
 }
 
-/** Refuses a push URL that is not http(s) or whose host resolves to a private address (unless allowed). */
-export async function checkPushUrl(raw: string, allowed: ReadonlySet<string>): Promise<void> {
+/**
+ * Refuses an outbound URL (push target, remote card, JWKS) that is not http(s) or whose host
+ * resolves to a private or loopback address, unless an operator allowed it
+ * (PARLEY_WEBHOOK_ALLOW_PRIVATE, as for outbound webhooks).
+ */
+export async function checkOutboundUrl(raw: string, allowed: ReadonlySet<string>): Promise<void> {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new RequestMalformedError(`the push notification URL is not a URL: ${raw.slice(0, 200)}`);
+    throw new ParleyError('INVALID_ARGUMENT', `the URL is not a URL: ${raw.slice(0, 200)}`);
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new RequestMalformedError('the push notification URL must be http or https');
+    throw new ParleyError('INVALID_ARGUMENT', 'the URL must be http or https');
   }
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const addresses = isIP(host)
     ? [host]
     : (await lookup(host, { all: true }).catch(() => [])).map((a) => a.address);
-  if (!addresses.length)
-    throw new RequestMalformedError(`the push notification host ${host} does not resolve`);
+  if (!addresses.length) throw new ParleyError('INVALID_ARGUMENT', `the host ${host} does not resolve`);
   for (const a of addresses) {
     if (isPrivateAddress(a) && !allowed.has(host.toLowerCase()) && !allowed.has(a)) {
-      throw new RequestMalformedError(
-        `the push notification URL resolves to a private or loopback address (${a}); an operator can allow it with PARLEY_WEBHOOK_ALLOW_PRIVATE`,
+      throw new ParleyError(
+        'PERMISSION_DENIED',
+        `the URL resolves to a private or loopback address (${a}); an operator can allow it with PARLEY_WEBHOOK_ALLOW_PRIVATE`,
+        { details: { host, address: a } },
       );
     }
   }
@@ -146,7 +152,10 @@ export function createPushStore(allowed: ReadonlySet<string>): PushNotificationS
   const inner = new InMemoryPushNotificationStore();
   return {
     async save(taskId: string, context: ServerCallContext, config: TaskPushNotificationConfig) {
-      await checkPushUrl(config.url, allowed);
+      // A refused target is the caller's bad parameter (-32602), with the reason.
+      await checkOutboundUrl(config.url, allowed).catch((err: Error) => {
+        throw new RequestMalformedError(err.message);
+      });
       await inner.save(taskId, context, config);
     },
     load: (taskId, context) => inner.load(taskId, context),
