@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { AgentCard, type Message, Role, TaskState } from '@a2a-js/sdk';
+import { AgentCard, generateAgentCardSignature, type Message, Role, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, type AgentExecutor, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 import { a2aApi, type HistoryEntry } from '@parley/contracts';
@@ -27,6 +27,7 @@ import {
   waitFor,
 } from '@parley/test/harness';
 import express from 'express';
+import { exportJWK, generateKeyPair } from 'jose';
 
 const agentMsg = (text: string, contextId: string, taskId: string): Message => ({
   messageId: `r-${Math.random().toString(36).slice(2)}`,
@@ -174,7 +175,20 @@ async function vendorAgent() {
   const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
   app.use('/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
-  // A card claiming a signature that cannot verify.
+  // A card signed with a key published at its jku, and one claiming a signature that cannot verify.
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
+  const signedCard = await generateAgentCardSignature(privateKey, {
+    alg: 'ES256',
+    kid: 'vendor-1',
+    typ: 'JOSE',
+    jku: `${base}/jwks.json`,
+  })({ ...card, name: 'Signed Vendor' });
+  app.get('/jwks.json', async (_req, res) => {
+    res.json({ keys: [{ ...(await exportJWK(publicKey)), kid: 'vendor-1', alg: 'ES256' }] });
+  });
+  app.get('/good/.well-known/agent-card.json', (_req, res) => {
+    res.json(AgentCard.toJSON(signedCard));
+  });
   app.get('/signed/.well-known/agent-card.json', (_req, res) => {
     res.json({
       ...(AgentCard.toJSON(card) as object),
@@ -186,6 +200,7 @@ async function vendorAgent() {
   return {
     cardUrl: `${base}/.well-known/agent-card.json`,
     signedCardUrl: `${base}/signed/.well-known/agent-card.json`,
+    goodSignedCardUrl: `${base}/good/.well-known/agent-card.json`,
     seen,
     canceled,
     close: () => new Promise<void>((r) => server.close(() => r())),
@@ -266,8 +281,10 @@ describe('A2A outbound: external A2A agents as room participants', () => {
     assert.ok(JSON.stringify(found).includes(helperId));
   });
 
-  it('refuses a card whose signature does not verify, and a card on a private address', async () => {
+  it('verifies a signed card; refuses one whose signature does not verify, and a card on a private address', async () => {
     const owner = parley.home.state.admin.id;
+    const signed = await admin.call(a2aApi.importA2a, { cardUrl: vendor.goodSignedCardUrl, owner });
+    assert.equal(signed.signed, true);
     assert.equal(
       await codeOf(admin.call(a2aApi.importA2a, { cardUrl: vendor.signedCardUrl, owner })),
       'INVALID_ARGUMENT',

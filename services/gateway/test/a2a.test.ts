@@ -169,6 +169,11 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
     });
     assert.equal(unknown.status, 404);
 
+    // Governance's delegation keys are public at the gateway.
+    const jwks = await http(base, '/a2a/jwks.json');
+    assert.equal(jwks.status, 200);
+    assert.ok((jwks.body.keys as { kid: string }[]).length >= 1);
+
     const dir = await http(base, '/a2a', { token: callerKey });
     assert.equal(dir.status, 200);
     const ids = (dir.body.agents as { id: string; cardUrl: string }[]).map((a) => a.id);

@@ -179,7 +179,7 @@ export function createParleyExecutor(o: {
   agentId: string;
   inboxes: CallerInboxes;
   log: Logger;
-}): AgentExecutor {
+}): AgentExecutor & { stopAll(): void } {
   const { service, agentId, inboxes, log } = o;
   const running = new Map<string, Running>();
 
@@ -202,6 +202,11 @@ export function createParleyExecutor(o: {
   }
 
   return {
+    /** Ends every wait (the HTTP side closes): the tasks stay as stored. */
+    stopAll() {
+      for (const r of running.values()) r.stop();
+    },
+
     async execute(ctx: RequestContext, bus: ExecutionEventBus) {
       const caller = callerOf(ctx.context);
       const { taskId, contextId } = ctx;

@@ -49,7 +49,11 @@ const remoteContextKey = (agent: string, room: string) => `a2a.rctx.${agent}.${r
 const HISTORY_CONTEXT = 20;
 const RETRIES = 4;
 
-/** The bearer secret a `bearer:<ref>` names: env PARLEY_A2A_SECRET_<REF>. */
+/**
+ * The bearer secret a `bearer:<ref>` names: env PARLEY_A2A_SECRET_<REF>. Read from the environment
+ * at call time rather than config.ts: the names are chosen per import, and a rotated secret takes
+ * effect without a restart of the import.
+ */
 export function secretOf(auth: string | undefined, env: Record<string, string | undefined> = process.env) {
   if (!auth) return undefined;
   const ref = auth.slice('bearer:'.length).toUpperCase().replaceAll(/[-.]/g, '_');
@@ -110,26 +114,26 @@ function parleyCardOf(card: A2aCard): AgentCardInput {
       .slice(0, 80) || 'a2a agent';
   return {
     name: /^[\p{L}\p{N}]/u.test(name) ? name : `a2a ${name}`,
-    description: card.description.slice(0, 2000),
+    description: (card.description ?? '').slice(0, 2000),
     version: (card.version || '0.1.0').slice(0, 50),
     ...(card.provider?.organization
       ? { provider: { organization: card.provider.organization.slice(0, 200) } }
       : {}),
-    skills: card.skills.slice(0, 50).map((s, i) => ({
+    skills: (card.skills ?? []).slice(0, 50).map((s, i) => ({
       id: (
-        s.id
+        String(s.id ?? '')
           .toLowerCase()
           .replaceAll(/[^a-z0-9._-]/g, '-')
           .replace(/^[^a-z0-9]+/, '') || `skill-${i}`
       ).slice(0, 100),
-      name: (s.name || s.id).slice(0, 200),
-      description: s.description.slice(0, 2000),
-      tags: s.tags.filter((t) => t.length > 0 && t.length <= 50).slice(0, 20),
-      examples: s.examples.filter((e) => e.length <= 500).slice(0, 10),
+      name: (s.name || s.id || `skill ${i}`).slice(0, 200),
+      description: (s.description ?? '').slice(0, 2000),
+      tags: (s.tags ?? []).filter((t) => t.length > 0 && t.length <= 50).slice(0, 20),
+      examples: (s.examples ?? []).filter((e) => e.length <= 500).slice(0, 10),
     })),
     capabilities: { streaming: card.capabilities?.streaming === true, pushNotifications: false },
-    defaultInputModes: card.defaultInputModes.slice(0, 20),
-    defaultOutputModes: card.defaultOutputModes.slice(0, 20),
+    defaultInputModes: (card.defaultInputModes ?? []).slice(0, 20),
+    defaultOutputModes: (card.defaultOutputModes ?? []).slice(0, 20),
     runtime: 'a2a',
     visibility: 'org',
   };
@@ -302,7 +306,12 @@ function startProxy(service: GatewayService, record: A2aRemoteRecord, log: Logge
             ])
           : []),
       ],
-      metadata: { parleyRoom: d.room, parleySender: m.sender.id },
+      metadata: {
+        parleyRoom: d.room,
+        parleySender: m.sender.id,
+        // The verified on-behalf-of chain (principal, actors, scopes, token id) as the rooms ingress stamped it.
+        ...(m.onBehalfOf ? { parleyOnBehalfOf: m.onBehalfOf } : {}),
+      },
       extensions: [],
       referenceTaskIds: [],
     };

@@ -18,7 +18,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AgentCard as A2aCard } from '@a2a-js/sdk';
 import { DefaultExecutionEventBusManager, DefaultRequestHandler, type User } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler } from '@a2a-js/sdk/server/express';
-import { type Agent, errorCodes, registryApi } from '@parley/contracts';
+import { type Agent, errorCodes, governanceApi, registryApi, request, serviceId } from '@parley/contracts';
 import express, { type Request } from 'express';
 import type { FastifyInstance } from 'fastify';
 import { LRUCache } from 'lru-cache';
@@ -223,9 +223,15 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
   // Imported A2A agents: the import API and one proxy per agent, for as long as the HTTP side runs.
   const stopRemote = await startRemoteA2a(service, log);
   app.addHook('onClose', async () => {
+    for (const e of executors.values()) e.stopAll();
     await stopRemote();
   });
   await app.register(async (a2a) => {
+    // Governance's public delegation keys, for callees that verify Parley delegation tokens: public.
+    a2a.get('/a2a/jwks.json', async (_req, reply) => {
+      const jwks = await request(service.nc, serviceId('gateway'), governanceApi.jwks, {});
+      return reply.header('cache-control', 'public, max-age=300').send(jwks);
+    });
     // Authenticated before fastify reads the body: the express side parses it.
     for (const url of ['/a2a', '/a2a/*']) {
       a2a.route({ method: ['GET', 'POST', 'DELETE'], url, onRequest: hand, handler: async () => undefined });
