@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { AgentCard, generateAgentCardSignature, type Message, Role, TaskState } from '@a2a-js/sdk';
 import { AgentEvent, type AgentExecutor, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { a2aApi, type HistoryEntry } from '@parley/contracts';
+import { a2aApi, type HistoryEntry, registryApi } from '@parley/contracts';
 import { loadTelemetryConfig } from '@parley/kit';
 import type { Agent } from '@parley/sdk';
 import { runCli } from '@parley/sdk/cli';
@@ -43,7 +43,7 @@ const agentMsg = (text: string, contextId: string, taskId: string): Message => (
 });
 
 /** A vendor's A2A agent: real HTTP, the official SDK server. */
-async function vendorAgent() {
+async function vendorAgent(name = 'Vendor Helper') {
   const seen: { text: string; history: number; traceparent?: string; messageId: string }[] = [];
   const canceled: string[] = [];
   const waiting = new Map<string, () => void>();
@@ -146,7 +146,7 @@ async function vendorAgent() {
   await new Promise((r) => server.once('listening', r));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const card = {
-    name: 'Vendor Helper',
+    name,
     description: 'a vendor’s A2A agent',
     supportedInterfaces: [
       { url: `${base}/jsonrpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
@@ -197,13 +197,30 @@ async function vendorAgent() {
       ],
     });
   });
+  const port = (server.address() as AddressInfo).port;
+  let current = server;
   return {
+    /** Stops answering (connections cut), as a crashed vendor would. */
+    down: () =>
+      new Promise<void>((r) => {
+        current.closeAllConnections();
+        current.close(() => r());
+      }),
+    /** Answers again on the same address. */
+    up: async () => {
+      current = app.listen(port, '127.0.0.1');
+      await new Promise((r) => current.once('listening', r));
+    },
     cardUrl: `${base}/.well-known/agent-card.json`,
     signedCardUrl: `${base}/signed/.well-known/agent-card.json`,
     goodSignedCardUrl: `${base}/good/.well-known/agent-card.json`,
     seen,
     canceled,
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    close: () =>
+      new Promise<void>((r) => {
+        current.closeAllConnections();
+        current.close(() => r());
+      }),
   };
 }
 
@@ -375,5 +392,44 @@ describe('A2A outbound: external A2A agents as room participants', () => {
         ),
       'the cancellation in the room',
     );
+  });
+
+  it('unreachable: shows offline, and the message is answered once the agent is back (nothing lost)', async () => {
+    const flaky = await vendorAgent('Flaky Vendor');
+    try {
+      const imported = await admin.call(a2aApi.importA2a, {
+        cardUrl: flaky.cardUrl,
+        owner: parley.home.state.admin.id,
+      });
+      const r = admin.rooms.room((await admin.rooms.create('flaky', { members: [imported.agent] })).id);
+      const from = async () =>
+        (await r.history({ order: 'oldest', limit: 100 })).entries.filter(
+          (e) => e.message.sender.id === imported.agent,
+        );
+      const stateOf = async () =>
+        (await admin.call(registryApi.presence, { participants: [imported.agent] })).presence[imported.agent]
+          ?.state;
+      await r.send('first', { mentions: [imported.agent] });
+      await waitFor(
+        async () => (await from()).some((e) => textOf(e).startsWith('remote: first')),
+        'the first answer',
+      );
+      await waitFor(async () => (await stateOf()) === 'online', 'online after a successful call');
+      await flaky.down();
+      const lost = await r.send('while you were down', { mentions: [imported.agent] });
+      await waitFor(async () => (await stateOf()) === 'offline', 'offline while unreachable', 20_000);
+      await flaky.up();
+      await waitFor(
+        async () =>
+          (await from()).some(
+            (e) => e.message.replyTo === lost.id && textOf(e).startsWith('remote: while you were down'),
+          ),
+        'the answer after the agent came back',
+        40_000,
+      );
+      assert.equal(flaky.seen.filter((x) => x.messageId === lost.id).length, 1);
+    } finally {
+      await flaky.close();
+    }
   });
 });

@@ -456,6 +456,8 @@ function startProxy(service: GatewayService, record: A2aRemoteRecord, log: Logge
           if (result.ok) {
             if (!online) {
               online = true;
+              // Heartbeats while reachable, so that stop() below says offline at once.
+              await agent.presence.start().catch(() => undefined);
               await agent.presence.set('online', 'A2A agent').catch(() => undefined);
             }
             await batch.ack();
