@@ -13,6 +13,7 @@ import {
   ClientFactoryOptions,
   DefaultAgentCardResolver,
   JsonRpcTransportFactory,
+  RestTransportFactory,
 } from '@a2a-js/sdk/client';
 import { gatewayApi } from '@parley/contracts';
 import type { Agent } from '@parley/sdk';
@@ -213,6 +214,28 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
     const task = result as Task;
     assert.equal(task.status?.state, TaskState.TASK_STATE_COMPLETED, JSON.stringify(result));
     assert.equal(textOf(task.status?.message), 'echo: old client');
+  });
+
+  it('message/send over the HTTP+JSON binding', async () => {
+    const fetchImpl = authFetch(callerKey);
+    const card = await new DefaultAgentCardResolver({ fetchImpl }).resolve(
+      `${base}/a2a/${workerId}/.well-known/agent-card.json`,
+      '',
+    );
+    const client = await new ClientFactory(
+      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+        transports: [new RestTransportFactory({ fetchImpl })],
+        preferredTransports: ['HTTP+JSON'],
+      }),
+    ).createFromAgentCard({
+      ...card,
+      supportedInterfaces: card.supportedInterfaces.filter(
+        (i) => i.protocolBinding === 'HTTP+JSON' && i.protocolVersion === '1.0',
+      ),
+    });
+    const task = (await client.sendMessage(sendParams(userMessage('over rest')))) as Task;
+    assert.equal(textOf(task.status?.message), 'echo: over rest');
+    assert.equal((await client.getTask({ tenant: '', id: task.id, historyLength: undefined })).id, task.id);
   });
 
   it('message/stream: the task, a working update with the agent’s status, the artifact, completed', async () => {
