@@ -168,8 +168,10 @@ export class CallerInboxes {
 
 /** Running tasks of this process: how to stop their wait. */
 interface Running {
-  room: string;
+  /** Known once the context's room is found or made. */
+  room?: string;
   caller: string;
+  canceled: boolean;
   stop(): void;
 }
 
@@ -259,17 +261,34 @@ export function createParleyExecutor(o: {
           'INVALID_ARGUMENT: the message has no text, data or url part',
         );
 
-      let room: string;
-      try {
-        room = await roomOf(caller, contextId);
-      } catch (err) {
-        return finish(TaskState.TASK_STATE_REJECTED, refusal(err));
-      }
-      await inboxes.ready(caller);
       let done!: () => void;
       const settled = new Promise<void>((r) => {
         done = r;
       });
+      // Cancelable from here on, even before the message is sent (a cancel that comes early).
+      const entry: Running = {
+        caller,
+        canceled: false,
+        stop: () => {
+          entry.canceled = true;
+          done();
+        },
+      };
+      running.set(taskId, entry);
+      let room: string;
+      try {
+        room = await roomOf(caller, contextId);
+        entry.room = room;
+        await inboxes.ready(caller);
+      } catch (err) {
+        running.delete(taskId);
+        return finish(TaskState.TASK_STATE_REJECTED, refusal(err));
+      }
+      if (entry.canceled) {
+        running.delete(taskId);
+        bus.finished();
+        return;
+      }
       let sentId: string | undefined;
       const pending: PulledDelivery[] = [];
       const onDelivery = (d: PulledDelivery) => {
@@ -341,8 +360,11 @@ export function createParleyExecutor(o: {
       }, ANSWER_TIMEOUT_MS);
       // A wait for an answer is not a reason to keep the process alive.
       timer.unref();
-      running.set(taskId, { room, caller, stop: done });
       try {
+        if (entry.canceled) {
+          bus.finished();
+          return;
+        }
         const held = await service.pool.acquire(caller);
         try {
           const sent = await held.agent.rooms.room(room).send(parts, {
@@ -384,17 +406,19 @@ export function createParleyExecutor(o: {
     async cancelTask(taskId: string, bus: ExecutionEventBus) {
       const r = running.get(taskId);
       if (!r) throw new TaskNotCancelableError(`task ${taskId} is not running on this gateway`);
-      // Tell the agent (a task.update it can act on), then end the wait.
-      const held = await service.pool.acquire(r.caller);
-      try {
-        await held.agent.rooms.room(r.room).send(`cancel: ${taskId}`, {
-          kind: 'task.update',
-          delegation: null,
-          mentions: [agentId],
-          metadata: { [A2A_META.task]: taskId, [A2A_META.state]: 'canceled' },
-        });
-      } finally {
-        held.release();
+      // Tell the agent (a task.update it can act on) when it may have the request, then end the wait.
+      if (r.room) {
+        const held = await service.pool.acquire(r.caller);
+        try {
+          await held.agent.rooms.room(r.room).send(`cancel: ${taskId}`, {
+            kind: 'task.update',
+            delegation: null,
+            mentions: [agentId],
+            metadata: { [A2A_META.task]: taskId, [A2A_META.state]: 'canceled' },
+          });
+        } finally {
+          held.release();
+        }
       }
       const contextId =
         (await service.kv().get(a2aKeys.task(r.caller, taskId)))?.json<{ contextId?: string }>()?.contextId ??
