@@ -1,3 +1,4 @@
+export * from './a2a.js';
 export * from './api.js';
 export * from './bindings.js';
 export * from './client.js';

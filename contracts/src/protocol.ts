@@ -1,4 +1,5 @@
 import type * as z from 'zod';
+import { a2aApi } from './a2a.js';
 import type { ApiMethod } from './api.js';
 import { bindingsApi, mcpApi } from './bindings.js';
 import { consentApi } from './consent.js';
@@ -18,6 +19,7 @@ export const apis = {
   bindings: bindingsApi,
   mcp: mcpApi,
   gateway: gatewayApi,
+  a2a: a2aApi,
 } as const;
 
 /** Every API method as a flat list. */

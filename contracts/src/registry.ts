@@ -38,7 +38,7 @@ export type Human = z.infer<typeof Human>;
 /** The runtime an agent runs in. */
 export const RuntimeKind = named(
   'RuntimeKind',
-  z.enum(['claude-code', 'codex', 'cursor', 'langgraph', 'bridge', 'custom']),
+  z.enum(['claude-code', 'codex', 'cursor', 'langgraph', 'bridge', 'a2a', 'custom']),
 );
 export type RuntimeKind = z.infer<typeof RuntimeKind>;
 

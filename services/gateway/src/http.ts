@@ -11,6 +11,7 @@
 import websocket from '@fastify/websocket';
 import { invalidArgument, ParleyError, type SendReply } from '@parley/contracts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { registerA2a } from './a2a/server.js';
 import { registerConsole } from './console.js';
 import { registerHooks } from './hooks.js';
 import { registerDocs } from './openapi.js';
@@ -206,6 +207,7 @@ export async function registerGateway(app: FastifyInstance, o: GatewayHttpOption
     await gw.register(websocket, { options: { maxPayload: 64 * 1024 } });
     await registerStream(gw, service);
     await registerHooks(gw, service);
+    await registerA2a(gw, service);
     await registerConsole(gw, service);
   });
   log.debug({ routes: restRoutes.length }, 'gateway routes registered');

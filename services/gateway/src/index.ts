@@ -1,3 +1,4 @@
+export * from './a2a/server.js';
 export * from './config.js';
 export * from './hooks.js';
 export * from './http.js';

@@ -96,6 +96,8 @@ export interface GatewayService extends ParleyService {
   redeemLoginCode(code: string): Promise<{ token: string; participant: string; expiresAt: string }>;
   /** Principals' own connections. */
   readonly pool: PrincipalPool;
+  /** The gateway's service connection (`svc_gateway`), for the APIs it serves. */
+  readonly nc: NatsConnection;
   /** Inbound hook records. */
   hook(id: string): Promise<HookRecord | undefined>;
   /** Outbound webhooks. */
@@ -269,6 +271,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
     name: 'gateway',
     pool,
     outbound,
+    nc: deps.nc,
     config: deps.config,
     log,
     kv,

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import {
   type AgentCardInput,
+  a2aApi,
   governanceApi,
   isParleyError,
   ParleyError,
@@ -236,6 +237,32 @@ export function registerAgentCommands(program: Command, ctx: CliContext): void {
       await ctx.withAgent(cmd, async (agent) => {
         const r = await agent.call(registryApi.deregisterAgent, { agent: id });
         ctx.print(cmd, { id: r.agent }, () => `${id}: deregistered`);
+      });
+    });
+
+  agentCmd
+    .command('import-a2a <cardUrl>')
+    .description(
+      'import an external A2A agent from its card: registered as an agent of runtime a2a that the gateway proxies (discoverable, invitable)',
+    )
+    .requiredOption('--owner <usrId>', 'the human who owns it')
+    .option(
+      '--auth <bearer:ref>',
+      'how the gateway authenticates to it: bearer:<ref> reads the gateway env PARLEY_A2A_SECRET_<REF>',
+    )
+    .action(async (cardUrl: string, o: { owner: string; auth?: string }, cmd: Command) => {
+      await ctx.withAgent(cmd, async (agent) => {
+        const r = await agent.call(a2aApi.importA2a, {
+          cardUrl,
+          owner: o.owner,
+          ...(o.auth ? { auth: o.auth } : {}),
+        });
+        ctx.print(
+          cmd,
+          r,
+          (v) =>
+            `${v.agent} (${v.name}): imported from ${cardUrl}${v.signed ? ', signature verified' : ', unsigned card'}${v.streaming ? ', streaming' : ''}`,
+        );
       });
     });
 }
