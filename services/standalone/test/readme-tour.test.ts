@@ -184,7 +184,8 @@ describe('the README tour', () => {
     const start = async () => {
       const b = startBackboneProcess(args);
       running.push(b);
-      await b.waitForOutput('Try, in another terminal:');
+      // The whole banner: its suggestions are read below (it may reach us in more than one chunk).
+      await b.waitForOutput('Ctrl-C stops everything');
       const out = b.output();
       assert.doesNotMatch(out, /demo {2}did not run|failed|still running after/);
       assert.match(out, /demo {2}auditor → room: /);

@@ -73,11 +73,12 @@ describe('standalone backbone', () => {
       svc.publish('$SRV.PING', undefined, { reply: sub.getSubject() });
       for await (const m of sub) {
         names.add(m.json<{ name: string }>().name);
-        if (names.size === 6) break;
+        if (names.size === 7) break;
       }
       assert.deepEqual([...names].sort(), [
         'parley-consent',
         'parley-gateway',
+        'parley-gateway-a2a',
         'parley-governance',
         'parley-mcp',
         'parley-registry',
