@@ -167,7 +167,8 @@ describe('the npm start entry point', () => {
     });
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     try {
-      await waitFor(() => out.includes('Parley is running'), 'the banner', 30_000);
+      // The whole banner (it may arrive in more than one chunk): its last line.
+      await waitFor(() => out.includes('Ctrl-C stops everything'), 'the banner', 30_000);
       assert.match(out, new RegExp(`nats://127\\.0\\.0\\.1:${natsPort}`));
       assert.match(out, /admin creds\s+\S*admin\.creds/);
       assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
