@@ -272,13 +272,20 @@ describe('attacks on the backbone (issue 13)', () => {
       });
       try {
         const account = publicKeys(parley.home.keys).account;
-        const reply = await sys.request(
-          `$SYS.REQ.ACCOUNT.${account}.CONNZ`,
-          encodeJson({ subscriptions: true, limit: 1024 }),
-        );
-        const conns = reply.json<{
-          data: { connections: { name?: string; subscriptions_list?: string[] }[] };
-        }>().data.connections;
+        // Every server answers the PING with its own connections: in a cluster the services are
+        // spread over the nodes, so one server's answer is not the whole picture.
+        const servers = parley.cluster ? 3 : 1;
+        const conns: { name?: string; subscriptions_list?: string[] }[] = [];
+        for await (const reply of await sys.requestMany(
+          '$SYS.REQ.SERVER.PING.CONNZ',
+          encodeJson({ account, subscriptions: true, limit: 1024 }),
+          { strategy: 'count', maxMessages: servers, maxWait: 10_000 },
+        )) {
+          conns.push(
+            ...reply.json<{ data: { connections: { name?: string; subscriptions_list?: string[] }[] } }>().data
+              .connections,
+          );
+        }
         const listening = (name: string) =>
           conns
             .filter((c) => c.name === name)
