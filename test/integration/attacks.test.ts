@@ -282,8 +282,8 @@ describe('attacks on the backbone (issue 13)', () => {
           { strategy: 'count', maxMessages: servers, maxWait: 10_000 },
         )) {
           conns.push(
-            ...reply.json<{ data: { connections: { name?: string; subscriptions_list?: string[] }[] } }>().data
-              .connections,
+            ...reply.json<{ data: { connections: { name?: string; subscriptions_list?: string[] }[] } }>()
+              .data.connections,
           );
         }
         const listening = (name: string) =>

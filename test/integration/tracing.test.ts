@@ -77,36 +77,49 @@ describe('tracing the message path', () => {
     assert.equal(text(reply), 'The total is USD 1.2M');
     await parley.telemetry?.forceFlush();
 
+    // Spans arrive as each one ends, and a sender's span can end after the delivery it caused (its
+    // send waits for the ingress's answer). So wait for what is asserted: the answer's delivery to
+    // A with every ancestor up to the human's send, the tool call, and the first fan-out's three
+    // producer spans.
     const byId = new Map<string, ReceivedSpan>();
-    const spans = await receiver.waitForSpans(
-      (all) =>
-        all.some(
-          (s) =>
-            s.name === 'process inbox' &&
-            s.attributes['parley.recipient'] === a.id &&
-            s.attributes['messaging.message.id'] === reply.message.id,
-        ),
-      { what: 'the delivery of the answer to A' },
-    );
-    for (const s of spans) byId.set(s.spanId, s);
-    const root = spans.find(
-      (s) => s.name === 'send room' && s.attributes['messaging.message.id'] === first.id,
-    );
-    assert.ok(root, 'the human’s send span');
-    const trace = spans.filter((s) => s.traceId === root.traceId);
     const parentOf = (s: ReceivedSpan) => (s.parentSpanId ? byId.get(s.parentSpanId) : undefined);
     const chain = (s: ReceivedSpan | undefined): string[] => {
       const out: string[] = [];
       for (let x = s; x; x = parentOf(x)) out.unshift(`${x.service}:${x.name}`);
       return out;
     };
-    // The answer's delivery to A, walked back to the human who started it.
-    const last = trace.find(
-      (s) =>
-        s.name === 'process inbox' &&
-        s.attributes['parley.recipient'] === a.id &&
-        s.attributes['messaging.message.id'] === reply.message.id,
+    const isLast = (s: ReceivedSpan) =>
+      s.name === 'process inbox' &&
+      s.attributes['parley.recipient'] === a.id &&
+      s.attributes['messaging.message.id'] === reply.message.id;
+    const isRoot = (s: ReceivedSpan) =>
+      s.name === 'send room' && s.attributes['messaging.message.id'] === first.id;
+    const isFirstFanout = (s: ReceivedSpan) =>
+      s.name === 'fanout room' && s.attributes['parley.room.seq'] === first.roomSeq;
+    const spans = await receiver.waitForSpans(
+      (all) => {
+        byId.clear();
+        for (const s of all) byId.set(s.spanId, s);
+        let top = all.find(isLast);
+        while (top && parentOf(top)) top = parentOf(top);
+        const fanout = all.find(isFirstFanout);
+        return (
+          top !== undefined &&
+          isRoot(top) &&
+          all.some((s) => s.name === 'execute_tool hr.payroll.read') &&
+          fanout !== undefined &&
+          all.filter((s) => s.name === 'publish inbox' && s.parentSpanId === fanout.spanId).length >= 3
+        );
+      },
+      {
+        what: 'the whole conversation: the answer to A back to the human’s send, the tool call, the fan-out',
+      },
     );
+    const root = spans.find(isRoot);
+    assert.ok(root, 'the human’s send span');
+    const trace = spans.filter((s) => s.traceId === root.traceId);
+    // The answer's delivery to A, walked back to the human who started it.
+    const last = trace.find(isLast);
     assert.deepEqual(chain(last), [
       'parley-alice:send room',
       'parley-rooms:process send',
@@ -130,9 +143,7 @@ describe('tracing the message path', () => {
     assert.equal(parentOf(tool as ReceivedSpan)?.name, 'process inbox');
     assert.equal(tool?.attributes['gen_ai.tool.name'], 'hr.payroll.read');
     // One producer span per recipient of the first message (3 members).
-    const firstFanout = trace.find(
-      (s) => s.name === 'fanout room' && s.attributes['parley.room.seq'] === first.roomSeq,
-    );
+    const firstFanout = trace.find(isFirstFanout);
     assert.ok(firstFanout);
     const recipients = trace
       .filter((s) => s.name === 'publish inbox' && s.parentSpanId === firstFanout.spanId)
