@@ -234,7 +234,9 @@ describe('parley mcp: two sessions and a human', () => {
       replyTo: handoff.id,
       mentions: [ids.coder],
     });
-    const back = await wait(coder);
+    // The coder has room events of its own waiting (the reviewer joining), which a first call can
+    // return before the review arrives: call until the review is there.
+    const back = (await waitUntil(coder, (m) => m.id === review.id)).got;
     assert.deepEqual(texts(back), ['Review: rounding must be per line; otherwise good.']);
     assert.equal(back.find((m) => m.event === 'message')?.replyTo, handoff.id);
     assert.equal(back.find((m) => m.event === 'message')?.id, review.id);
@@ -265,8 +267,11 @@ describe('parley mcp: two sessions and a human', () => {
       'the human was invited into the room',
     );
     // The reviewer sees the human's answer too (and the human joining), in order.
-    const seen = await wait(reviewer);
-    assert.ok(texts(seen).includes('Per line, as the tax office requires.'));
+    const seen = (await waitUntil(reviewer, (m) => m.text === 'Per line, as the tax office requires.')).got;
+    assert.ok(
+      seen.some((m) => m.event === 'room_event'),
+      'the human joining came first, as a room event',
+    );
   });
 
   it('marks content of external provenance as untrusted data', async () => {
