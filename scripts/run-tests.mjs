@@ -1,8 +1,8 @@
 // Runs the test files with node's test runner and tsx, against the sources of the workspace
 // packages (the @parley/source export condition). Usage: pnpm test:run [file or directory …]
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { readdirSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { root } from './bootstrap.mjs';
 
@@ -38,50 +38,21 @@ if (files.length === 0) {
 }
 // Most tests wait on real servers rather than compute, so two per core keeps both cores busy.
 const concurrency = process.env.PARLEY_TEST_CONCURRENCY ?? String(Math.max(2, availableParallelism()));
-// Failures are also written as TAP, whose diagnostics name each failing test's file.
-const tapFile = join(tmpdir(), `parley-tests-${process.pid}.tap`);
-const run = (list, tap) =>
-  spawnSync(
-    process.execPath,
-    [
-      '--test',
-      `--test-concurrency=${concurrency}`,
-      '--test-timeout=300000',
-      '--test-reporter=spec',
-      '--test-reporter-destination=stdout',
-      ...(tap ? ['--test-reporter=tap', `--test-reporter-destination=${tap}`] : []),
-      ...passThrough,
-      ...list.map((f) => relative(root, f)),
-    ],
-    {
-      cwd: root,
-      stdio: 'inherit',
-      env: {
-        ...process.env,
-        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --conditions=@parley/source --import tsx`.trim(),
-        ...(nodes ? { PARLEY_TEST_NODES: nodes } : {}),
-      },
-    },
-  );
-const r = run(files, tapFile);
-if (r.status === 0) process.exit(0);
-// KNOWN DEFECT (see the closing note of issue 12): a few timing-sensitive tests still fail now and
-// then on a busy 2-core machine. The files that failed run once more, alone, and every one that
-// passes only on this second run is printed as FLAKY so it is not forgotten; a failure that repeats fails.
-let failed = [];
-try {
-  const tap = readFileSync(tapFile, 'utf8');
-  failed = [...new Set([...tap.matchAll(/location: '([^']+?\.test\.ts):\d+:\d+'/g)].map((m) => m[1]))].filter(
-    (f) => files.includes(f),
-  );
-} catch {}
-if (failed.length === 0 || failed.length > 5) process.exit(r.status ?? 1);
-process.stderr.write(
-  `\nretrying ${failed.length} failed file(s) once: ${failed.map((f) => relative(root, f)).join(', ')}\n`,
-);
-const again = run(failed);
-if (again.status === 0) {
-  process.stderr.write(`FLAKY (passed on the retry): ${failed.map((f) => relative(root, f)).join(', ')}\n`);
-  process.exit(0);
-}
-process.exit(again.status ?? 1);
+const args = [
+  '--test',
+  `--test-concurrency=${concurrency}`,
+  '--test-timeout=300000',
+  '--test-reporter=spec',
+  ...passThrough,
+  ...files.map((f) => relative(root, f)),
+];
+const r = spawnSync(process.execPath, args, {
+  cwd: root,
+  stdio: 'inherit',
+  env: {
+    ...process.env,
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --conditions=@parley/source --import tsx`.trim(),
+    ...(nodes ? { PARLEY_TEST_NODES: nodes } : {}),
+  },
+});
+process.exit(r.status ?? 1);

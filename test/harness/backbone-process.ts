@@ -72,7 +72,7 @@ export function startBackboneProcess(
         clearTimeout(timer);
       }
     },
-    waitForOutput: (text, timeoutMs = 60_000) =>
+    waitForOutput: (text, timeoutMs = 120_000) =>
       waitFor(
         () => {
           if (out.includes(text)) return true;

@@ -258,7 +258,7 @@ export async function startOtlpReceiver(
     requests,
     pending: () => held.size,
     waitForSpans(predicate, o = {}) {
-      const timeoutMs = o.timeoutMs ?? 10_000;
+      const timeoutMs = o.timeoutMs ?? 30_000;
       return new Promise((resolve, reject) => {
         const check = () => {
           if (!predicate(spans)) return;

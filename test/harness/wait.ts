@@ -1,11 +1,13 @@
 /**
  * Resolves when `condition` returns true (polled), or rejects after `timeoutMs` with `what` (a
- * function is asked at the timeout, so the error can say how far it got).
+ * function is asked at the timeout, so the error can say how far it got). The default bound is
+ * generous on purpose: CI and developers run the suite on busy machines, and a wait that holds
+ * returns at once.
  */
 export async function waitFor(
   condition: () => boolean | Promise<boolean>,
   what: string | (() => string),
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -24,6 +24,10 @@ async function tempHome() {
   return h;
 }
 
+// A spawned start compiles the sources with tsx first: on a loaded 2-core machine that alone can
+// take tens of seconds. A bound on how long to wait, not a speed assertion.
+const START_MS = 120_000;
+
 describe('standalone backbone', () => {
   it('starts in operator mode, reports healthy, serves the admin, and reuses its keys on the next start', async () => {
     const home = await tempHome();
@@ -168,15 +172,15 @@ describe('the npm start entry point', () => {
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     try {
       // The whole banner (it may arrive in more than one chunk): its last line.
-      await waitFor(() => out.includes('Ctrl-C stops everything'), 'the banner', 30_000);
+      await waitFor(() => out.includes('Ctrl-C stops everything'), 'the banner', START_MS);
       assert.match(out, new RegExp(`nats://127\\.0\\.0\\.1:${natsPort}`));
       assert.match(out, /admin creds\s+\S*admin\.creds/);
       assert.equal((await fetch(`http://127.0.0.1:${httpPort}/healthz`)).status, 200);
       // The demo: planner and reviewer exchange a review, and the admin (a member) can tail it.
-      await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', 30_000);
+      await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', START_MS);
       assert.match(out, /demo {2}reviewer → planner: Review:/);
       // Consent: an agent of another owner finds the reviewer, is refused, asks, is accepted, joins.
-      await waitFor(() => out.includes('demo  auditor → room:'), 'the consent step', 30_000);
+      await waitFor(() => out.includes('demo  auditor → room:'), 'the consent step', START_MS);
       assert.match(
         out,
         /demo {2}auditor \(agt_\w+, owned by usr_\w+\) finds reviewer \(agt_\w+\) by skill code-review/,
@@ -248,7 +252,7 @@ describe('the npm start entry point with OTEL_EXPORTER_OTLP_ENDPOINT set', () =>
     });
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     try {
-      await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', 30_000);
+      await waitFor(() => out.includes('demo  planner → room: Thanks'), 'the demo conversation', START_MS);
       child.kill('SIGTERM');
       assert.equal(await exited, 0);
       const spans = await receiver.waitForSpans(
