@@ -62,6 +62,9 @@ export interface BackboneReport {
   buckets: string[];
 }
 
+/** How long one JetStream API call of the backbone setup may take. */
+const SETUP_TIMEOUT_MS = 30_000;
+
 /**
  * Creates every stream, KV bucket and object store Parley needs, or brings existing ones to the
  * configured settings. Idempotent: run it at every start, from any number of replicas at once.
@@ -71,7 +74,9 @@ export async function ensureBackbone(
   options: BackboneOptions,
   log: Logger,
 ): Promise<BackboneReport> {
-  const jsm = await jetstreamManager(nc);
+  // Creating replicated streams elects a Raft group per stream: on a busy cluster one call can
+  // take longer than the client's 5 s default, and a start that gives up then only starts again.
+  const jsm = await jetstreamManager(nc, { timeout: SETUP_TIMEOUT_MS });
   const report: BackboneReport = { streams: [], buckets: [] };
   for (const def of streamDefinitions(options)) {
     const want = toStreamConfig(def);
@@ -109,7 +114,7 @@ export async function ensureBackbone(
       report.streams.push({ name: def.name, action: 'unchanged' });
     }
   }
-  const kvm = new Kvm(nc);
+  const kvm = new Kvm(jsm.jetstream());
   for (const def of kvDefinitions(options)) {
     await kvm.create(def.bucket, {
       description: def.description,
@@ -120,7 +125,7 @@ export async function ensureBackbone(
     });
     report.buckets.push(def.bucket);
   }
-  const objm = new Objm(nc);
+  const objm = new Objm(jsm.jetstream());
   for (const bucket of Object.values(objectStores)) {
     await objm.create(bucket, {
       description: 'Artifacts referenced from file parts.',
