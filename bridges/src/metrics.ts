@@ -1,9 +1,11 @@
 /**
- * A bridge's Prometheus metrics, next to the process metrics every Parley service exports. Labels
- * come from closed sets (the bridge name from the mapping, outcomes, reasons below, action names
- * from the mapping), so no source id or user id becomes a series.
+ * A bridge's Prometheus metrics: the kit's {@link createMetrics} (the registry, process metrics and
+ * exposition every Parley service has) with the bridge's own series registered on it. Labels come
+ * from closed sets (the bridge name from the mapping, outcomes, reasons below, action names from
+ * the mapping), so no source id or user id becomes a series.
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { type CreateMetricsOptions, createMetrics, type ParleyMetrics } from '@parley/kit';
+import { Counter, Gauge, Histogram } from 'prom-client';
 
 /** Names of the bridge metrics. */
 export const bridgeMetricNames = {
@@ -38,11 +40,14 @@ export interface BridgeMetrics {
   action(action: string, outcome: 'ok' | 'error' | 'denied'): void;
   /** Counted events by outcome (for tests and the health line). */
   count(outcome: EventOutcome, reason?: RefusalReason): number;
+  /** The process's metrics (the kit's), which `/metrics` renders: the bridge series are in its registry. */
+  readonly parley: ParleyMetrics;
 }
 
-/** Registers the bridge metrics on `registry`. */
-export function createBridgeMetrics(registry: Registry, bridge: string): BridgeMetrics {
-  const registers = [registry];
+/** The kit's metrics for the bridge process, plus the series of bridge `bridge`. */
+export function createBridgeMetrics(bridge: string, options: CreateMetricsOptions = {}): BridgeMetrics {
+  const parley = createMetrics(options);
+  const registers = [parley.registry];
   const events = new Counter({
     name: bridgeMetricNames.events,
     help: 'Source events by outcome (stored, duplicate, ignored, refused, dead_lettered) and reason.',
@@ -70,6 +75,7 @@ export function createBridgeMetrics(registry: Registry, bridge: string): BridgeM
   });
   const counts = new Map<string, number>();
   return {
+    parley,
     event(outcome, reason = 'none') {
       events.inc({ bridge, outcome, reason });
       for (const k of [outcome, `${outcome}:${reason}`]) counts.set(k, (counts.get(k) ?? 0) + 1);
