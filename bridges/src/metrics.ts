@@ -13,6 +13,7 @@ export const bridgeMetricNames = {
   latency: 'parley_bridge_event_to_room_seconds',
   sourceUp: 'parley_bridge_source_up',
   actions: 'parley_bridge_actions_total',
+  commit: 'parley_bridge_source_commit_seconds',
 } as const;
 
 /** What happened to a source event. */
@@ -37,6 +38,8 @@ export interface BridgeMetrics {
   /** Source event time → stored in its room. */
   observeLatency(seconds: number): void;
   sourceUp(up: boolean): void;
+  /** A position committed at the source (Salesforce managed subscriptions): sent → acknowledged. */
+  observeCommit(seconds: number): void;
   action(action: string, outcome: 'ok' | 'error' | 'denied'): void;
   /** Counted events by outcome (for tests and the health line). */
   count(outcome: EventOutcome, reason?: RefusalReason): number;
@@ -73,6 +76,13 @@ export function createBridgeMetrics(bridge: string, options: CreateMetricsOption
     labelNames: ['bridge', 'action', 'outcome'] as const,
     registers,
   });
+  const commit = new Histogram({
+    name: bridgeMetricNames.commit,
+    help: 'From committing a position at the source (a managed subscription’s replay id) to the source acknowledging it.',
+    labelNames: ['bridge'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+    registers,
+  });
   const counts = new Map<string, number>();
   return {
     parley,
@@ -85,6 +95,9 @@ export function createBridgeMetrics(bridge: string, options: CreateMetricsOption
     },
     sourceUp(isUp) {
       up.set({ bridge }, isUp ? 1 : 0);
+    },
+    observeCommit(seconds) {
+      commit.observe({ bridge }, seconds);
     },
     action(action, outcome) {
       actions.inc({ bridge, action, outcome });

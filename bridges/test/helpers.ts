@@ -177,3 +177,12 @@ export async function startWebhookBridge(
     },
   };
 }
+
+/** Sends the ingress recognised as retries of a stored message (`parley_messages_total{outcome="duplicate"}`). */
+export async function ingressDuplicates(parley: TestParley): Promise<number> {
+  const text = await parley.metrics.render();
+  return [...text.matchAll(/^parley_messages_total\{[^}]*outcome="duplicate"[^}]*\} (\d+)/gm)].reduce(
+    (n, m) => n + Number(m[1]),
+    0,
+  );
+}

@@ -10,7 +10,7 @@ import { loadTelemetryConfig } from '@parley/kit';
 import { startParley, type TestParley, waitFor } from '@parley/test/harness';
 import { ACTION_MEDIA_TYPE, clientMsgIdOf, RESULT_MEDIA_TYPE } from '../src/bridge.js';
 import { loadMapping, MappingError, render } from '../src/mapping.js';
-import { createWorld, historyOf, type Member, messagesOf, textOf } from './helpers.js';
+import { createWorld, historyOf, ingressDuplicates, type Member, messagesOf, textOf } from './helpers.js';
 
 describe('mapping', () => {
   it('refuses a mapping with every problem named by its path', () => {
@@ -404,13 +404,7 @@ describe('bridge state across a crash before the cursor was written', () => {
     await parley?.destroy();
   });
 
-  const retriedSends = async () => {
-    const text = await parley.metrics.render();
-    return [...text.matchAll(/^parley_messages_total\{[^}]*outcome="duplicate"[^}]*\} (\d+)/gm)].reduce(
-      (n, m) => n + Number(m[1]),
-      0,
-    );
-  };
+  const retriedSends = () => ingressDuplicates(parley);
 
   it('the restarted bridge does not send again what it stored, whatever the dedupe window', async () => {
     const ops = await world.person('ops');

@@ -6,6 +6,15 @@
  * the replay id of the last stored event per topic as its cursor. A restart resumes with
  * `replay_preset: CUSTOM` from that id (the event at the id itself is not sent again).
  *
+ * Managed subscriptions (`ManagedSubscribe`, open beta at Salesforce): the org holds a
+ * ManagedEventSubscription record per subscription (its topic, where it starts), and the server
+ * keeps its position. The bridge commits the replay id of each batch once the batch is stored
+ * (`CommitReplayRequest`) and waits for the `CommitReplayResponse` before it takes the next one, so
+ * a bridge restarted — even one that lost its state directory — resumes after the last committed
+ * event. Events stored but not yet committed when it stopped come again; the journal (and the
+ * ingress dedupe) keeps them from being stored twice. A refused commit (error code COMMIT) ends
+ * the stream; the next one starts after the last commit that succeeded.
+ *
  * Outbound, the `publish` action publishes a Platform Event (`Publish`, the payload Avro-encoded in
  * the topic's schema) as a tool call on the asker's behalf.
  *
@@ -19,7 +28,24 @@ import type { Bridge, SourceEvent } from '../bridge.js';
 import { RetryLater } from '../bridge.js';
 import { type AvroType, decodeEvent, parseSchema } from './avro.js';
 import type { SalesforceAuth } from './oauth.js';
-import { eventbus, type FetchResponse, type PubSubClient, type ReplayPreset } from './proto.js';
+import {
+  type CommitReplayResponse,
+  type ConsumerEvent,
+  eventbus,
+  type FetchResponse,
+  type ManagedFetchRequest,
+  type ManagedFetchResponse,
+  type PubSubClient,
+  type ReplayPreset,
+} from './proto.js';
+
+/** A managed subscription to follow: its developer name, and the topic it is on (the mapping's type). */
+export interface ManagedSubscription {
+  /** DeveloperName of the ManagedEventSubscription record. */
+  name: string;
+  /** Its topic (`/data/AccountChangeEvent`, `/event/Order__e`): event types are named after it. */
+  topic: string;
+}
 
 /** Options of {@link SalesforceSource}. */
 export interface SalesforceSourceOptions {
@@ -29,7 +55,12 @@ export interface SalesforceSourceOptions {
   endpoint?: string;
   /** Plaintext gRPC (local test servers only). @default false: TLS */
   insecure?: boolean;
+  /** Topics followed with `Subscribe`, the bridge's own replay ids as the cursor. */
   topics: string[];
+  /** Managed subscriptions followed with `ManagedSubscribe`, the server keeping the position. */
+  managed?: ManagedSubscription[];
+  /** How long a commit may wait for its answer before the stream is started again, in ms. @default 30000 */
+  commitTimeoutMs?: number;
   /** Where a topic without a cursor starts. @default LATEST */
   startAt?: Exclude<ReplayPreset, 'CUSTOM'>;
   /** Events requested at a time (flow control). @default 100 */
@@ -65,7 +96,10 @@ export class SalesforceSource {
   start(): void {
     const c = this.#o.bridge.state.cursor;
     this.#latest = c ? (JSON.parse(c) as Cursors) : {};
-    this.#loops = this.#o.topics.map((t) => this.#run(t));
+    this.#loops = [
+      ...this.#o.topics.map((t) => this.#run((got) => this.#subscribeOnce(t, got))),
+      ...(this.#o.managed ?? []).map((m) => this.#run((got) => this.#managedOnce(m, got))),
+    ];
   }
 
   /** Cancels the streams and waits for the loops to end. */
@@ -76,13 +110,13 @@ export class SalesforceSource {
     this.#client.close();
   }
 
-  async #run(topic: string): Promise<void> {
+  async #run(once: (got: { any: boolean }) => Promise<void>): Promise<void> {
     const maxBackoff = this.#o.maxBackoffMs ?? 30_000;
     let failures = 0;
     while (!this.#abort.signal.aborted) {
       const got = { any: false };
       try {
-        await this.#subscribeOnce(topic, got);
+        await once(got);
       } catch (err) {
         if (this.#abort.signal.aborted) return;
         if (got.any) failures = 0;
@@ -142,6 +176,107 @@ export class SalesforceSource {
       }
       throw new Error('the subscription stream ended');
     } finally {
+      this.#calls.delete(call as grpc.ClientDuplexStream<unknown, unknown>);
+      call.cancel();
+    }
+  }
+
+  /**
+   * One ManagedSubscribe stream: events are handled a batch at a time, in order; after a batch is
+   * stored its last replay id is committed and the answer awaited before the next batch. The
+   * stream's reader only routes responses (events to the queue, commit answers to their waiter).
+   */
+  async #managedOnce(m: ManagedSubscription, got: { any: boolean }): Promise<void> {
+    const bridge = this.#o.bridge;
+    const batch = this.#o.batch ?? 100;
+    const md = await this.#o.auth.metadata();
+    const call = this.#client.ManagedSubscribe(md);
+    this.#calls.add(call as grpc.ClientDuplexStream<unknown, unknown>);
+    const waiting = new Map<
+      string,
+      { resolve: (r: CommitReplayResponse) => void; reject: (e: Error) => void }
+    >();
+    let failed: (err: Error) => void = () => undefined;
+    const failure = new Promise<never>((_, reject) => {
+      failed = reject;
+    });
+    const commit = async (replayId: Buffer): Promise<void> => {
+      const id = randomUUID();
+      const started = performance.now();
+      const answer = new Promise<CommitReplayResponse>((resolve, reject) => {
+        waiting.set(id, { resolve, reject });
+      });
+      const timeoutMs = this.#o.commitTimeoutMs ?? 30_000;
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`commit ${id} not answered within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+      });
+      call.write({
+        commit_replay_id_request: { commit_request_id: id, replay_id: replayId },
+      } satisfies ManagedFetchRequest);
+      try {
+        const res = await Promise.race([answer, timeout]);
+        if (res.error) throw new Error(`commit refused: ${res.error.code} ${res.error.msg}`.trim());
+      } finally {
+        clearTimeout(timer);
+        waiting.delete(id);
+      }
+      bridge.metrics.observeCommit((performance.now() - started) / 1000);
+      // The server holds the position now: the journal of what this batch stored can go.
+      this.#latest[`managed:${m.name}`] = replayId.toString('base64');
+      await bridge.state.advance(JSON.stringify(this.#latest), 0);
+    };
+    let pending = batch;
+    let committed: Buffer | undefined;
+    const handle = async (events: ConsumerEvent[], latest: Buffer) => {
+      if (events.length === 0) {
+        // An empty batch's latest replay id is committed too (as Salesforce asks), once.
+        if (latest.length > 0 && !committed?.equals(latest)) {
+          await commit(latest);
+          committed = latest;
+        }
+        return;
+      }
+      const items: { event?: SourceEvent | undefined }[] = [];
+      for (const ce of events) items.push({ event: await this.#toSourceEvent(m.topic, ce.event) });
+      await bridge.ingestBatch(items);
+      pending -= events.length;
+      if (pending <= batch / 2) {
+        call.write({ num_requested: batch - pending } satisfies ManagedFetchRequest);
+        pending = batch;
+      }
+      const last = (events[events.length - 1] as ConsumerEvent).replay_id;
+      await commit(last);
+      committed = last;
+    };
+    try {
+      call.write({ developer_name: m.name, num_requested: batch } satisfies ManagedFetchRequest);
+      let queue: Promise<void> = Promise.resolve();
+      const reader = (async () => {
+        for await (const res of call as AsyncIterable<ManagedFetchResponse>) {
+          if (!got.any) {
+            got.any = true;
+            await bridge.sourceUp(`subscribed to ${m.name} (${m.topic}, managed)`);
+          }
+          const answer = res.commit_response;
+          if (answer) {
+            // One answer may stand for several commits (the last of them): with one commit in
+            // flight at a time it is that one's.
+            waiting.get(answer.commit_request_id)?.resolve(answer);
+          }
+          if (res.events.length > 0 || !answer) {
+            queue = queue.then(() => handle(res.events, res.latest_replay_id));
+            queue.catch(failed);
+          }
+        }
+        throw new Error('the managed subscription stream ended');
+      })();
+      await Promise.race([reader, failure]);
+    } finally {
+      for (const w of waiting.values()) w.reject(new Error('the managed subscription stream ended'));
       this.#calls.delete(call as grpc.ClientDuplexStream<unknown, unknown>);
       call.cancel();
     }
