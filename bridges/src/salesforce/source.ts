@@ -200,7 +200,7 @@ export class SalesforceSource {
     const failure = new Promise<never>((_, reject) => {
       failed = reject;
     });
-    const commit = async (replayId: Buffer): Promise<void> => {
+    const commit = async (replayId: Buffer, covered: string[]): Promise<void> => {
       const id = randomUUID();
       const started = performance.now();
       const answer = new Promise<CommitReplayResponse>((resolve, reject) => {
@@ -227,7 +227,7 @@ export class SalesforceSource {
       bridge.metrics.observeCommit((performance.now() - started) / 1000);
       // The server holds the position now: the journal of what this batch stored can go.
       this.#latest[`managed:${m.name}`] = replayId.toString('base64');
-      await bridge.state.advance(JSON.stringify(this.#latest), 0);
+      await bridge.state.advance(JSON.stringify(this.#latest), 0, covered);
     };
     let pending = batch;
     let committed: Buffer | undefined;
@@ -235,7 +235,7 @@ export class SalesforceSource {
       if (events.length === 0) {
         // An empty batch's latest replay id is committed too (as Salesforce asks), once.
         if (latest.length > 0 && !committed?.equals(latest)) {
-          await commit(latest);
+          await commit(latest, []);
           committed = latest;
         }
         return;
@@ -249,7 +249,10 @@ export class SalesforceSource {
         pending = batch;
       }
       const last = (events[events.length - 1] as ConsumerEvent).replay_id;
-      await commit(last);
+      await commit(
+        last,
+        events.map((ce) => ce.event.id),
+      );
       committed = last;
     };
     try {
