@@ -293,6 +293,23 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
     return ce;
   };
 
+  // A stream's subscriber stops getting events once the client ends, errs or cancels.
+  const untilClosed = (
+    call: grpc.ServerDuplexStream<unknown, unknown>,
+    sub: () => Subscriber | undefined,
+  ) => {
+    const end = () => {
+      const s = sub();
+      if (s) subscribers.delete(s);
+    };
+    call.on('end', () => {
+      end();
+      call.end();
+    });
+    call.on('error', end);
+    call.on('cancelled', end);
+  };
+
   const service: grpc.UntypedServiceImplementation = {
     Subscribe(call: grpc.ServerDuplexStream<FetchRequest, FetchResponse>) {
       const err = authError(call.metadata);
@@ -324,15 +341,7 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
         sub.credit += Math.max(0, req.num_requested);
         pump(sub);
       });
-      const end = () => {
-        if (sub) subscribers.delete(sub);
-      };
-      call.on('end', () => {
-        end();
-        call.end();
-      });
-      call.on('error', end);
-      call.on('cancelled', end);
+      untilClosed(call, () => sub);
     },
     ManagedSubscribe(call: grpc.ServerDuplexStream<ManagedFetchRequest, ManagedFetchResponse>) {
       const err = authError(call.metadata);
@@ -389,15 +398,7 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
         sub.credit += Math.max(0, req.num_requested ?? 0);
         pump(sub);
       });
-      const end = () => {
-        if (sub) subscribers.delete(sub);
-      };
-      call.on('end', () => {
-        end();
-        call.end();
-      });
-      call.on('error', end);
-      call.on('cancelled', end);
+      untilClosed(call, () => sub);
     },
     GetSchema(call: grpc.ServerUnaryCall<{ schema_id: string }, unknown>, cb: grpc.sendUnaryData<unknown>) {
       const err = authError(call.metadata);
