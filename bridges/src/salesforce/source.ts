@@ -206,6 +206,7 @@ export class SalesforceSource {
       const answer = new Promise<CommitReplayResponse>((resolve, reject) => {
         waiting.set(id, { resolve, reject });
       });
+      writable();
       const timeoutMs = this.#o.commitTimeoutMs ?? 30_000;
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
@@ -231,6 +232,11 @@ export class SalesforceSource {
     };
     let pending = batch;
     let committed: Buffer | undefined;
+    // Set when the stream ends: a batch still being stored then must not write to the dead call.
+    let closed = false;
+    const writable = () => {
+      if (closed) throw new Error('the managed subscription stream ended');
+    };
     const handle = async (events: ConsumerEvent[], latest: Buffer) => {
       if (events.length === 0) {
         // An empty batch's latest replay id is committed too (as Salesforce asks), once.
@@ -243,6 +249,7 @@ export class SalesforceSource {
       const items: { event?: SourceEvent | undefined }[] = [];
       for (const ce of events) items.push({ event: await this.#toSourceEvent(m.topic, ce.event) });
       await bridge.ingestBatch(items);
+      writable();
       pending -= events.length;
       if (pending <= batch / 2) {
         call.write({ num_requested: batch - pending } satisfies ManagedFetchRequest);
@@ -255,9 +262,9 @@ export class SalesforceSource {
       );
       committed = last;
     };
+    let queue: Promise<void> = Promise.resolve();
     try {
       call.write({ developer_name: m.name, num_requested: batch } satisfies ManagedFetchRequest);
-      let queue: Promise<void> = Promise.resolve();
       const reader = (async () => {
         for await (const res of call as AsyncIterable<ManagedFetchResponse>) {
           if (!got.any) {
@@ -279,9 +286,12 @@ export class SalesforceSource {
       })();
       await Promise.race([reader, failure]);
     } finally {
+      closed = true;
       for (const w of waiting.values()) w.reject(new Error('the managed subscription stream ended'));
       this.#calls.delete(call as grpc.ClientDuplexStream<unknown, unknown>);
       call.cancel();
+      // The batch being stored finishes (journaled, never committed) before the next stream opens.
+      await queue.catch(() => undefined);
     }
   }
 
