@@ -32,9 +32,7 @@ import {
   type CommitReplayResponse,
   type ConsumerEvent,
   eventbus,
-  type FetchResponse,
   type ManagedFetchRequest,
-  type ManagedFetchResponse,
   type PubSubClient,
   type ReplayPreset,
 } from './proto.js';
@@ -141,24 +139,20 @@ export class SalesforceSource {
     const batch = this.#o.batch ?? 100;
     const md = await this.#o.auth.metadata();
     const call = this.#client.Subscribe(md);
-    this.#calls.add(call as grpc.ClientDuplexStream<unknown, unknown>);
-    try {
-      const cursor = this.#latest[topic];
-      call.write({
-        topic_name: topic,
-        replay_preset: cursor ? 'CUSTOM' : (this.#o.startAt ?? 'LATEST'),
-        ...(cursor ? { replay_id: Buffer.from(cursor, 'base64') } : {}),
-        num_requested: batch,
-      });
-      let pending = batch;
-      for await (const res of call as AsyncIterable<FetchResponse>) {
-        if (!got.any) {
-          got.any = true;
-          await bridge.sourceUp(`subscribed to ${topic}`);
-        }
-        if (res.events.length === 0) continue; // a keepalive
+    const cursor = this.#latest[topic];
+    call.write({
+      topic_name: topic,
+      replay_preset: cursor ? 'CUSTOM' : (this.#o.startAt ?? 'LATEST'),
+      ...(cursor ? { replay_id: Buffer.from(cursor, 'base64') } : {}),
+      num_requested: batch,
+    });
+    let pending = batch;
+    await this.#consume(call, got, `subscribed to ${topic}`, {
+      handle: async (responses, writable) => {
+        const events = responses.flatMap((r) => r.events);
+        if (events.length === 0) return; // keepalives
         const items: { event?: SourceEvent | undefined; cursor: () => string }[] = [];
-        for (const ce of res.events) {
+        for (const ce of events) {
           const replayId = ce.replay_id.toString('base64');
           // Asked when the batch persists: the topic moves to this id, the other topics stay current.
           const cursor = () => {
@@ -168,48 +162,36 @@ export class SalesforceSource {
           items.push({ event: await this.#toSourceEvent(topic, ce.event), cursor });
         }
         await bridge.ingestBatch(items);
-        pending -= res.events.length;
+        writable();
+        pending -= events.length;
         if (pending <= batch / 2) {
           call.write({ topic_name: topic, num_requested: batch - pending });
           pending = batch;
         }
-      }
-      throw new Error('the subscription stream ended');
-    } finally {
-      this.#calls.delete(call as grpc.ClientDuplexStream<unknown, unknown>);
-      call.cancel();
-    }
+      },
+    });
   }
 
   /**
-   * One ManagedSubscribe stream: events are handled a batch at a time, in order; after a batch is
-   * stored its last replay id is committed and the answer awaited before the next batch. The
-   * stream's reader only routes responses (events to the queue, commit answers to their waiter).
+   * One ManagedSubscribe stream: after a batch is stored its last replay id is committed and the
+   * answer awaited before the next batch (events that arrive meanwhile form that next batch).
    */
   async #managedOnce(m: ManagedSubscription, got: { any: boolean }): Promise<void> {
     const bridge = this.#o.bridge;
     const batch = this.#o.batch ?? 100;
     const md = await this.#o.auth.metadata();
     const call = this.#client.ManagedSubscribe(md);
-    this.#calls.add(call as grpc.ClientDuplexStream<unknown, unknown>);
-    const waiting = new Map<
-      string,
-      { resolve: (r: CommitReplayResponse) => void; reject: (e: Error) => void }
-    >();
-    let failed: (err: Error) => void = () => undefined;
-    const failure = new Promise<never>((_, reject) => {
-      failed = reject;
-    });
-    const commit = async (replayId: Buffer, covered: string[]): Promise<void> => {
+    const waiting = new Map<string, (r: CommitReplayResponse) => void>();
+    let pending = batch;
+    let committed: Buffer | undefined;
+    const commit = async (replayId: Buffer, covered: string[], writable: () => void): Promise<void> => {
+      writable();
       const id = randomUUID();
       const started = performance.now();
-      const answer = new Promise<CommitReplayResponse>((resolve, reject) => {
-        waiting.set(id, { resolve, reject });
-      });
-      writable();
       const timeoutMs = this.#o.commitTimeoutMs ?? 30_000;
       let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
+      const answer = new Promise<CommitReplayResponse>((resolve, reject) => {
+        waiting.set(id, resolve);
         timer = setTimeout(
           () => reject(new Error(`commit ${id} not answered within ${timeoutMs} ms`)),
           timeoutMs,
@@ -219,79 +201,122 @@ export class SalesforceSource {
         commit_replay_id_request: { commit_request_id: id, replay_id: replayId },
       } satisfies ManagedFetchRequest);
       try {
-        const res = await Promise.race([answer, timeout]);
+        // The stream ending rejects the wait too (consume's `ended`).
+        const res = await Promise.race([answer, ended]);
         if (res.error) throw new Error(`commit refused: ${res.error.code} ${res.error.msg}`.trim());
       } finally {
         clearTimeout(timer);
         waiting.delete(id);
       }
       bridge.metrics.observeCommit((performance.now() - started) / 1000);
-      // The server holds the position now: the journal of what this batch stored can go.
+      committed = replayId;
+      // The server holds the position now: what this batch stored leaves the journal.
       this.#latest[`managed:${m.name}`] = replayId.toString('base64');
       await bridge.state.advance(JSON.stringify(this.#latest), 0, covered);
     };
-    let pending = batch;
-    let committed: Buffer | undefined;
-    // Set when the stream ends: a batch still being stored then must not write to the dead call.
+    let ended: Promise<never> = new Promise(() => undefined);
+    call.write({ developer_name: m.name, num_requested: batch } satisfies ManagedFetchRequest);
+    await this.#consume(call, got, `subscribed to ${m.name} (${m.topic}, managed)`, {
+      started: (e) => {
+        ended = e;
+      },
+      route: (res) => {
+        const answer = res.commit_response;
+        // One answer may stand for several commits (the last of them): with one commit in flight
+        // at a time it is that one's.
+        if (answer) waiting.get(answer.commit_request_id)?.(answer);
+        return res.events.length > 0 || !answer;
+      },
+      handle: async (responses, writable) => {
+        const events = responses.flatMap((r) => r.events);
+        if (events.length === 0) {
+          // An empty batch's latest replay id is committed too (as Salesforce asks), once.
+          const latest = responses[responses.length - 1]?.latest_replay_id;
+          if (latest && latest.length > 0 && !committed?.equals(latest)) await commit(latest, [], writable);
+          return;
+        }
+        const items: { event?: SourceEvent | undefined }[] = [];
+        for (const ce of events) items.push({ event: await this.#toSourceEvent(m.topic, ce.event) });
+        await bridge.ingestBatch(items);
+        writable();
+        pending -= events.length;
+        if (pending <= batch / 2) {
+          call.write({ num_requested: batch - pending } satisfies ManagedFetchRequest);
+          pending = batch;
+        }
+        const last = (events[events.length - 1] as ConsumerEvent).replay_id;
+        await commit(
+          last,
+          events.map((ce) => ce.event.id),
+          writable,
+        );
+      },
+    });
+  }
+
+  /**
+   * Reads a subscribe stream until it ends or its handling fails. Responses are handed on in
+   * batches, in order: whatever arrived while the previous batch was being stored is the next one,
+   * so a source sending faster than events are stored costs one cursor write (or commit) per batch,
+   * not per event. `route` sees each response first and says whether it is for `handle`. When the
+   * stream ends, the batch being stored finishes (it may not write to the call any more: `writable`
+   * throws) before this returns.
+   */
+  async #consume<Q, R extends { events: ConsumerEvent[] }>(
+    call: grpc.ClientDuplexStream<Q, R>,
+    got: { any: boolean },
+    activity: string,
+    o: {
+      handle: (responses: R[], writable: () => void) => Promise<void>;
+      route?: (res: R) => boolean;
+      started?: (ended: Promise<never>) => void;
+    },
+  ): Promise<void> {
+    this.#calls.add(call as grpc.ClientDuplexStream<unknown, unknown>);
     let closed = false;
     const writable = () => {
-      if (closed) throw new Error('the managed subscription stream ended');
+      if (closed) throw new Error('the subscription stream ended');
     };
-    const handle = async (events: ConsumerEvent[], latest: Buffer) => {
-      if (events.length === 0) {
-        // An empty batch's latest replay id is committed too (as Salesforce asks), once.
-        if (latest.length > 0 && !committed?.equals(latest)) {
-          await commit(latest, []);
-          committed = latest;
-        }
-        return;
+    let fail: (err: unknown) => void = () => undefined;
+    const ended = new Promise<never>((_, reject) => {
+      fail = reject;
+    });
+    ended.catch(() => undefined);
+    o.started?.(ended);
+    let waiting: R[] = [];
+    let draining: Promise<void> | undefined;
+    const drain = async () => {
+      while (waiting.length > 0 && !closed) {
+        const responses = waiting;
+        waiting = [];
+        await o.handle(responses, writable);
       }
-      const items: { event?: SourceEvent | undefined }[] = [];
-      for (const ce of events) items.push({ event: await this.#toSourceEvent(m.topic, ce.event) });
-      await bridge.ingestBatch(items);
-      writable();
-      pending -= events.length;
-      if (pending <= batch / 2) {
-        call.write({ num_requested: batch - pending } satisfies ManagedFetchRequest);
-        pending = batch;
-      }
-      const last = (events[events.length - 1] as ConsumerEvent).replay_id;
-      await commit(
-        last,
-        events.map((ce) => ce.event.id),
-      );
-      committed = last;
     };
-    let queue: Promise<void> = Promise.resolve();
     try {
-      call.write({ developer_name: m.name, num_requested: batch } satisfies ManagedFetchRequest);
       const reader = (async () => {
-        for await (const res of call as AsyncIterable<ManagedFetchResponse>) {
+        for await (const res of call as AsyncIterable<R>) {
           if (!got.any) {
             got.any = true;
-            await bridge.sourceUp(`subscribed to ${m.name} (${m.topic}, managed)`);
+            await this.#o.bridge.sourceUp(activity);
           }
-          const answer = res.commit_response;
-          if (answer) {
-            // One answer may stand for several commits (the last of them): with one commit in
-            // flight at a time it is that one's.
-            waiting.get(answer.commit_request_id)?.resolve(answer);
-          }
-          if (res.events.length > 0 || !answer) {
-            queue = queue.then(() => handle(res.events, res.latest_replay_id));
-            queue.catch(failed);
-          }
+          if (o.route && !o.route(res)) continue;
+          waiting.push(res);
+          draining ??= drain().finally(() => {
+            draining = undefined;
+          });
+          draining.catch(fail);
         }
-        throw new Error('the managed subscription stream ended');
+        throw new Error('the subscription stream ended');
       })();
-      await Promise.race([reader, failure]);
+      await Promise.race([reader, ended]);
+    } catch (err) {
+      fail(err);
+      throw err;
     } finally {
       closed = true;
-      for (const w of waiting.values()) w.reject(new Error('the managed subscription stream ended'));
       this.#calls.delete(call as grpc.ClientDuplexStream<unknown, unknown>);
       call.cancel();
-      // The batch being stored finishes (journaled, never committed) before the next stream opens.
-      await queue.catch(() => undefined);
+      await draining?.catch(() => undefined);
     }
   }
 
