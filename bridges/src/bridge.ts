@@ -341,6 +341,8 @@ export class Bridge {
     const results: IngestResult[] = [];
     let cursor: string | (() => string) | undefined;
     let stored = 0;
+    // The events the cursor moves past (stored, recognised or refused): they leave the journal.
+    const covered: string[] = [];
     try {
       for (const e of events) {
         // No event: the adapter refused it already (malformed); only the cursor moves past it.
@@ -355,12 +357,13 @@ export class Bridge {
           // A duplicate is in the room too (stored before, or by a send the SDK retried).
           if (r.outcome === 'stored' || r.outcome === 'duplicate') await this.state.journal(e.event.id);
         }
+        if (e.event) covered.push(e.event.id);
         if (e.cursor !== undefined) cursor = e.cursor;
       }
     } finally {
       // A function is asked now: a source with several streams composes the others' latest cursors.
       if (cursor !== undefined || stored > 0) {
-        await this.state.advance(typeof cursor === 'function' ? cursor() : cursor, stored);
+        await this.state.advance(typeof cursor === 'function' ? cursor() : cursor, stored, covered);
       }
     }
     return results;

@@ -65,6 +65,25 @@ export const BridgeEnv = z.object({
   SALESFORCE_TOPICS: list
     .default([])
     .describe('Comma-separated topics, e.g. /data/AccountChangeEvent,/event/Order__e.'),
+  SALESFORCE_MANAGED_SUBSCRIPTIONS: list
+    .pipe(
+      z.array(
+        z
+          .string()
+          .regex(
+            /^[A-Za-z][\w]*=\/[\w/]+$/,
+            'DeveloperName=/topic, e.g. Parley_Accounts=/data/AccountChangeEvent',
+          )
+          .transform((s) => {
+            const [name, topic] = s.split('=') as [string, string];
+            return { name, topic };
+          }),
+      ),
+    )
+    .default([])
+    .describe(
+      'Comma-separated managed subscriptions (ManagedSubscribe, open beta at Salesforce; the server keeps the committed replay id), each DeveloperName=/topic of its ManagedEventSubscription record.',
+    ),
   SALESFORCE_START_AT: z
     .enum(['LATEST', 'EARLIEST'])
     .default('LATEST')
@@ -137,7 +156,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     c.PARLEY_BRIDGE === 'salesforce'
       ? [
           ...need(['SALESFORCE_LOGIN_URL', 'SALESFORCE_CLIENT_ID', 'SALESFORCE_CLIENT_SECRET']),
-          ...(c.SALESFORCE_TOPICS.length ? [] : ['SALESFORCE_TOPICS: at least one topic']),
+          ...(c.SALESFORCE_TOPICS.length || c.SALESFORCE_MANAGED_SUBSCRIPTIONS.length
+            ? []
+            : ['SALESFORCE_TOPICS: at least one topic (or SALESFORCE_MANAGED_SUBSCRIPTIONS)']),
         ]
       : c.PARLEY_BRIDGE === 'sap'
         ? need(['SAP_WEBHOOK_JWKS_URL', 'SAP_WEBHOOK_ISSUER', 'SAP_WEBHOOK_AUDIENCE'])

@@ -38,6 +38,7 @@ if (config.PARLEY_BRIDGE === 'salesforce') {
     endpoint: config.SALESFORCE_PUBSUB_ENDPOINT,
     insecure: config.SALESFORCE_PUBSUB_INSECURE,
     topics: config.SALESFORCE_TOPICS,
+    managed: config.SALESFORCE_MANAGED_SUBSCRIPTIONS,
     startAt: config.SALESFORCE_START_AT,
     batch: config.SALESFORCE_BATCH,
     ...(config.SALESFORCE_PUBLISH_AS ? { publishAs: config.SALESFORCE_PUBLISH_AS } : {}),

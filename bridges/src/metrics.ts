@@ -1,9 +1,11 @@
 /**
- * A bridge's Prometheus metrics, next to the process metrics every Parley service exports. Labels
- * come from closed sets (the bridge name from the mapping, outcomes, reasons below, action names
- * from the mapping), so no source id or user id becomes a series.
+ * A bridge's Prometheus metrics: the kit's {@link createMetrics} (the registry, process metrics and
+ * exposition every Parley service has) with the bridge's own series registered on it. Labels come
+ * from closed sets (the bridge name from the mapping, outcomes, reasons below, action names from
+ * the mapping), so no source id or user id becomes a series.
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { type CreateMetricsOptions, createMetrics, type ParleyMetrics } from '@parley/kit';
+import { Counter, Gauge, Histogram } from 'prom-client';
 
 /** Names of the bridge metrics. */
 export const bridgeMetricNames = {
@@ -11,6 +13,7 @@ export const bridgeMetricNames = {
   latency: 'parley_bridge_event_to_room_seconds',
   sourceUp: 'parley_bridge_source_up',
   actions: 'parley_bridge_actions_total',
+  commit: 'parley_bridge_source_commit_seconds',
 } as const;
 
 /** What happened to a source event. */
@@ -35,14 +38,19 @@ export interface BridgeMetrics {
   /** Source event time → stored in its room. */
   observeLatency(seconds: number): void;
   sourceUp(up: boolean): void;
+  /** A position committed at the source (Salesforce managed subscriptions): sent → acknowledged. */
+  observeCommit(seconds: number): void;
   action(action: string, outcome: 'ok' | 'error' | 'denied'): void;
   /** Counted events by outcome (for tests and the health line). */
   count(outcome: EventOutcome, reason?: RefusalReason): number;
+  /** The process's metrics (the kit's), which `/metrics` renders: the bridge series are in its registry. */
+  readonly parley: ParleyMetrics;
 }
 
-/** Registers the bridge metrics on `registry`. */
-export function createBridgeMetrics(registry: Registry, bridge: string): BridgeMetrics {
-  const registers = [registry];
+/** The kit's metrics for the bridge process, plus the series of bridge `bridge`. */
+export function createBridgeMetrics(bridge: string, options: CreateMetricsOptions = {}): BridgeMetrics {
+  const parley = createMetrics(options);
+  const registers = [parley.registry];
   const events = new Counter({
     name: bridgeMetricNames.events,
     help: 'Source events by outcome (stored, duplicate, ignored, refused, dead_lettered) and reason.',
@@ -68,8 +76,16 @@ export function createBridgeMetrics(registry: Registry, bridge: string): BridgeM
     labelNames: ['bridge', 'action', 'outcome'] as const,
     registers,
   });
+  const commit = new Histogram({
+    name: bridgeMetricNames.commit,
+    help: 'From committing a position at the source (a managed subscription’s replay id) to the source acknowledging it.',
+    labelNames: ['bridge'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+    registers,
+  });
   const counts = new Map<string, number>();
   return {
+    parley,
     event(outcome, reason = 'none') {
       events.inc({ bridge, outcome, reason });
       for (const k of [outcome, `${outcome}:${reason}`]) counts.set(k, (counts.get(k) ?? 0) + 1);
@@ -79,6 +95,9 @@ export function createBridgeMetrics(registry: Registry, bridge: string): BridgeM
     },
     sourceUp(isUp) {
       up.set({ bridge }, isUp ? 1 : 0);
+    },
+    observeCommit(seconds) {
+      commit.observe({ bridge }, seconds);
     },
     action(action, outcome) {
       actions.inc({ bridge, action, outcome });

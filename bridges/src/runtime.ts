@@ -5,10 +5,9 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Tracer } from '@parley/contracts';
-import { createHealthServer, type Logger } from '@parley/kit';
+import { createHealthServer, type Logger, type ParleyMetrics } from '@parley/kit';
 import { type Agent, connect } from '@parley/sdk';
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Registry } from 'prom-client';
 import { Bridge } from './bridge.js';
 import { type BridgeMapping, loadMapping } from './mapping.js';
 import { createBridgeMetrics } from './metrics.js';
@@ -35,7 +34,8 @@ export interface RunningBridge {
   bridge: Bridge;
   agent: Agent;
   app: FastifyInstance;
-  registry: Registry;
+  /** The process's metrics (kit), the bridge series among them. */
+  metrics: ParleyMetrics;
   /** Closes the app and the agent. */
   stop(): Promise<void>;
 }
@@ -58,9 +58,7 @@ export async function startBridge(o: StartBridgeOptions): Promise<RunningBridge>
     name: `parley-bridge:${mapping.bridge}`,
     ...(o.tracer ? { tracer: o.tracer } : {}),
   });
-  const registry = new Registry();
-  if (o.processMetrics ?? true) collectDefaultMetrics({ register: registry });
-  const metrics = createBridgeMetrics(registry, mapping.bridge);
+  const metrics = createBridgeMetrics(mapping.bridge, { processMetrics: o.processMetrics ?? true });
   const bridge = new Bridge({
     agent,
     mapping,
@@ -76,13 +74,13 @@ export async function startBridge(o: StartBridgeOptions): Promise<RunningBridge>
       nats: () => !agent.nc.isClosed(),
       source: () => bridge.sourceDownReason === undefined,
     },
-    metrics: { render: () => registry.metrics(), contentType: registry.contentType },
+    metrics: metrics.parley,
   });
   return {
     bridge,
     agent,
     app,
-    registry,
+    metrics: metrics.parley,
     async stop() {
       await app.close();
       await agent.close();

@@ -10,8 +10,8 @@
  * no fsync: a killed process loses nothing the kernel already has); a restart reads it back and
  * acknowledges those events as duplicates without sending them again, however long the bridge was
  * down. The ingress's deduplication of the client message id (2 minutes) covers the last gap, a
- * crash between a send's acknowledgement and its journal line. The journal is emptied when the
- * cursor moves past it.
+ * crash between a send's acknowledgement and its journal line. An id leaves the journal when the
+ * cursor moves past its event (per stream: one stream's cursor write keeps the others' ids).
  */
 import { appendFile, mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -101,16 +101,29 @@ export class BridgeState {
     await this.#persist();
   }
 
-  /** Moves the cursor past events already stored in their rooms, and persists it. */
-  async advance(cursor: string | undefined, stored: number): Promise<void> {
+  /**
+   * Moves the cursor past events already stored in their rooms, and persists it. `covered`: the
+   * source ids the new cursor is past, which leave the journal; the others stay — a source with
+   * several streams (Salesforce topics) moves one stream's position while another's stored events
+   * still wait for theirs. Without `covered`, the cursor is past everything journaled.
+   */
+  async advance(cursor: string | undefined, stored: number, covered?: Iterable<string>): Promise<void> {
     if (cursor !== undefined) this.#data.cursor = cursor;
     this.#data.stored += stored;
     await this.#persist();
-    if (cursor !== undefined && this.#recent.size > 0) {
-      // The cursor is past every journaled event now.
-      this.#recent.clear();
+    if (cursor === undefined || this.#recent.size === 0) return;
+    const before = this.#recent.size;
+    if (covered) for (const id of covered) this.#recent.delete(id);
+    else this.#recent.clear();
+    if (this.#recent.size === before) return;
+    if (this.#recent.size === 0) {
       await writeFile(this.#journal, '');
+      return;
     }
+    // What is left, written whole and renamed over the journal: a torn rewrite must not lose it.
+    const tmp = `${this.#journal}.tmp`;
+    await writeFile(tmp, [...this.#recent].map((id) => `${id}\n`).join(''));
+    await rename(tmp, this.#journal);
   }
 
   /** Appends a poison event to `dead-letters.jsonl` beside the state. */

@@ -36,6 +36,30 @@ describe('bridge config', () => {
     );
   });
 
+  it('takes managed subscriptions instead of topics, as DeveloperName=/topic; a malformed entry is named', () => {
+    const sf = {
+      ...base,
+      PARLEY_BRIDGE: 'salesforce',
+      SALESFORCE_LOGIN_URL: 'https://acme.my.salesforce.com',
+      SALESFORCE_CLIENT_ID: 'id',
+      SALESFORCE_CLIENT_SECRET: 'secret',
+    };
+    const c = loadConfig({
+      ...sf,
+      SALESFORCE_MANAGED_SUBSCRIPTIONS:
+        'Parley_Accounts=/data/AccountChangeEvent, Holds=/event/Credit_Hold__e',
+    });
+    assert.deepEqual(c.SALESFORCE_MANAGED_SUBSCRIPTIONS, [
+      { name: 'Parley_Accounts', topic: '/data/AccountChangeEvent' },
+      { name: 'Holds', topic: '/event/Credit_Hold__e' },
+    ]);
+    assert.deepEqual(c.SALESFORCE_TOPICS, []);
+    assert.throws(
+      () => loadConfig({ ...sf, SALESFORCE_MANAGED_SUBSCRIPTIONS: 'Parley_Accounts' }),
+      /SALESFORCE_MANAGED_SUBSCRIPTIONS[\s\S]*DeveloperName=\/topic/,
+    );
+  });
+
   it('reads a complete Databricks configuration with its defaults', () => {
     const c = loadConfig({
       ...base,

@@ -1,14 +1,16 @@
 /**
  * Crash-resume: the Salesforce bridge runs as its own process (`parley-bridge`), is killed -9
  * twice in the middle of a stream of change events, and restarted on the same state directory.
- * Every event ends up in the room exactly once, in the source's order.
+ * Every event ends up in the room exactly once, in the source's order — with the bridge's own
+ * cursor (Subscribe), and with a managed subscription whose position Salesforce keeps
+ * (ManagedSubscribe, a commit after each stored batch).
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Delivery } from '@parley/sdk';
 import { freePort, startParley, type TestParley, waitFor } from '@parley/test/harness';
@@ -20,29 +22,43 @@ const EVENTS = 1500;
 
 describe('bridge crash-resume', () => {
   let parley: TestParley;
-  let sf: LocalSalesforce;
+  const systems: LocalSalesforce[] = [];
   let world: Awaited<ReturnType<typeof createWorld>>;
-  let dir: string;
+  const dirs: string[] = [];
   const procs: ChildProcess[] = [];
 
   before(async () => {
     parley = await startParley();
-    sf = await startLocalSalesforce();
     world = await createWorld(parley);
-    dir = await mkdtemp(join(tmpdir(), 'parley-bridge-crash-'));
   });
   after(async () => {
     for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
     await world?.close();
-    await sf?.stop();
+    await Promise.allSettled(systems.map((sf) => sf.stop()));
     await parley?.destroy();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
 
-  it('killed -9 twice mid-stream and restarted: every event stored once, in order', async (t) => {
-    const ops = await world.person('ops');
-    const alice = await world.person('alice');
-    const b = await world.bridgeAgent(ops, 'salesforce', []);
+  it('killed -9 twice mid-stream and restarted: every event stored once, in order', (t) =>
+    crashResume(t, false));
+
+  it('the same with a managed subscription (ManagedSubscribe): Salesforce keeps the committed position', (t) =>
+    crashResume(t, true));
+
+  async function crashResume(t: TestContext, managed: boolean): Promise<void> {
+    // Each run its own Salesforce (its own change log), state directory and people.
+    const sf = await startLocalSalesforce();
+    systems.push(sf);
+    const dir = await mkdtemp(join(tmpdir(), 'parley-bridge-crash-'));
+    dirs.push(dir);
+    if (managed)
+      sf.createManagedSubscription('Crash_Accounts', '/data/AccountChangeEvent', {
+        replayPreset: 'EARLIEST',
+      });
+    const kind = managed ? 'managed' : 'topic';
+    const ops = await world.person(`ops-${kind}`);
+    const alice = await world.person(`alice-${kind}`);
+    const b = await world.bridgeAgent(ops, `salesforce-${kind}`, []);
     const room = (await ops.agent.rooms.create('crash', { members: [b.id, alice.id] })).id;
     const seen: string[] = [];
     alice.agent.on('message', (d: Delivery) => {
@@ -56,8 +72,11 @@ describe('bridge crash-resume', () => {
       `bridge: salesforce\ninbound:\n  - type: /data/AccountChangeEvent*\n    to: { room: ${room} }\n    text: "{{payload.Name}}"\n    data: false\n`,
     );
     const emitted: string[] = [];
+    let lastReplayId = '';
     for (let i = 0; i < EVENTS; i++) {
-      emitted.push(sf.emitChange('Account', { recordIds: [`001C${i}`], fields: { Name: `n${i}` } }).id);
+      const e = sf.emitChange('Account', { recordIds: [`001C${i}`], fields: { Name: `n${i}` } });
+      emitted.push(e.id);
+      lastReplayId = e.replayId;
     }
     const ports: number[] = [];
     const start = async () => {
@@ -79,7 +98,9 @@ describe('bridge crash-resume', () => {
           SALESFORCE_CLIENT_SECRET: sf.clientSecret,
           SALESFORCE_PUBSUB_ENDPOINT: sf.endpoint,
           SALESFORCE_PUBSUB_INSECURE: 'true',
-          SALESFORCE_TOPICS: '/data/AccountChangeEvent',
+          ...(managed
+            ? { SALESFORCE_MANAGED_SUBSCRIPTIONS: 'Crash_Accounts=/data/AccountChangeEvent' }
+            : { SALESFORCE_TOPICS: '/data/AccountChangeEvent' }),
           SALESFORCE_START_AT: 'EARLIEST',
           SALESFORCE_BATCH: '50',
           OTEL_SDK_DISABLED: 'true',
@@ -133,7 +154,7 @@ describe('bridge crash-resume', () => {
       120_000,
     );
     runs.push(await counted());
-    const figures = `${EVENTS} events in ${Date.now() - began} ms with 2 kills (in the room at each kill: ${killedAt.join(', ')}); per process stored/duplicate: ${runs.map((r) => `${r.stored}/${r.duplicate}`).join(', ')}`;
+    const figures = `${kind}: ${EVENTS} events in ${Date.now() - began} ms with 2 kills (in the room at each kill: ${killedAt.join(', ')}); per process stored/duplicate: ${runs.map((r) => `${r.stored}/${r.duplicate}`).join(', ')}`;
     t.diagnostic(figures);
     process.stderr.write(`crash-resume: ${figures}\n`);
     // What the killed processes stored before they died, they reported before: the sum is exact
@@ -150,6 +171,12 @@ describe('bridge crash-resume', () => {
       `stored ${stored.length} messages for ${EVENTS} events (killed at ${killedAt})`,
     );
     assert.deepEqual(stored, emitted, 'each event once, in the source’s order');
+    // Salesforce holds the last event as the subscription's committed position.
+    if (managed)
+      await waitFor(
+        () => sf.committedReplayId('Crash_Accounts') === lastReplayId,
+        'the last event committed',
+      );
     await kill9(p);
-  });
+  }
 });

@@ -4,18 +4,18 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { silentLogger } from '@parley/kit';
 import { startParley, type TestParley, waitFor } from '@parley/test/harness';
 import { ACTION_MEDIA_TYPE, RESULT_MEDIA_TYPE } from '../src/bridge.js';
 import { attachDatabricks } from '../src/databricks/index.js';
 import { type LocalDatabricks, startLocalDatabricks } from '../src/local/databricks-server.js';
-import { type RunningBridge, startBridge } from '../src/runtime.js';
-import { createWorld, type Member, messagesOf, textOf } from './helpers.js';
+import type { RunningBridge } from '../src/runtime.js';
+import { type Member, messagesOf, startWebhookBridge, textOf, type WebhookBridge } from './helpers.js';
 
 describe('databricks bridge', () => {
   let parley: TestParley;
   let dbx: LocalDatabricks;
-  let world: Awaited<ReturnType<typeof createWorld>>;
+  let b: WebhookBridge;
+  let world: WebhookBridge['world'];
   let alice: Member;
   let bridgeId: string;
   let room: string;
@@ -30,19 +30,11 @@ describe('databricks bridge', () => {
       output: { account: p.account, score: 0.82, band: 'high' },
     }));
     dbx.notebooks.set('/Repos/risk/broken', () => ({ fail: 'Py4JJavaError: table risk.features not found' }));
-    world = await createWorld(parley);
-    const ops = await world.person('ops');
-    alice = await world.person('alice', ['tool:databricks.runs.submit']);
-    const b = await world.bridgeAgent(ops, 'databricks', ['tool:databricks.runs.submit']);
-    bridgeId = b.id;
-    room = (await ops.agent.rooms.create('risk', { members: [bridgeId, alice.id] })).id;
-    running = await startBridge({
-      servers: parley.natsUrl,
-      creds: b.creds,
-      stateDir: await world.stateDir(),
-      log: silentLogger(),
-      processMetrics: false,
-      mapping: `
+    b = await startWebhookBridge(parley, {
+      name: 'databricks',
+      scope: 'tool:databricks.runs.submit',
+      path: '/databricks/notifications',
+      mapping: (room) => `
 bridge: databricks
 inbound:
   - type: jobs.on_failure
@@ -60,28 +52,22 @@ outbound:
     tool: databricks.runs.submit
     args: { notebook: /Repos/risk/broken }
 `,
+      attach: (r) =>
+        attachDatabricks(r.bridge, r.app, {
+          webhookUser: dest.username,
+          webhookPassword: dest.password,
+          jobs: { host: dbx.host, token: dbx.token, pollMs: 20, existingClusterId: '0923-164208-meows279' },
+        }),
     });
-    attachDatabricks(running.bridge, running.app, {
-      webhookUser: dest.username,
-      webhookPassword: dest.password,
-      jobs: { host: dbx.host, token: dbx.token, pollMs: 20, existingClusterId: '0923-164208-meows279' },
-    });
-    await running.app.listen({ port: 0, host: '127.0.0.1' });
-    const addr = running.app.server.address();
-    url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/databricks/notifications`;
-    await running.bridge.start();
+    ({ world, alice, bridgeId, room, running, url } = b);
   });
   after(async () => {
-    await running?.stop();
-    await world?.close();
+    await b?.close();
     await dbx?.stop();
     await parley?.destroy();
   });
 
-  const notes = async () =>
-    (await messagesOf(alice.agent, room)).filter(
-      (m) => m.message.sender.id === bridgeId && m.message.metadata?.['source-id'],
-    );
+  const notes = () => b.fromSource();
 
   it('stores job notifications (string or number ids) once each; refuses unauthenticated and malformed ones; ignores unmapped types', async () => {
     const d = { url, ...dest };

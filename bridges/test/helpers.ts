@@ -6,10 +6,10 @@ import { consentApi, governanceApi, type HistoryEntry } from '@parley/contracts'
 import { silentLogger } from '@parley/kit';
 import { type Agent, connect } from '@parley/sdk';
 import { connectAdmin, createAgent, createHuman, createOrg, type TestParley } from '@parley/test/harness';
-import { Registry } from 'prom-client';
 import { Bridge } from '../src/bridge.js';
 import { type BridgeMapping, loadMapping } from '../src/mapping.js';
 import { createBridgeMetrics } from '../src/metrics.js';
+import { type RunningBridge, startBridge } from '../src/runtime.js';
 import { BridgeState } from '../src/state.js';
 
 let orgs = 0;
@@ -66,14 +66,13 @@ export async function createWorld(parley: TestParley) {
       env?: Record<string, string>,
     ) {
       const state = await BridgeState.open(stateDir ?? (await this.stateDir()));
-      const registry = new Registry();
       const m = typeof mapping === 'string' ? loadMapping(mapping) : mapping;
       return new Bridge({
         agent,
         mapping: m,
         state,
         log: silentLogger(),
-        metrics: createBridgeMetrics(registry, m.bridge),
+        metrics: createBridgeMetrics(m.bridge, { processMetrics: false }),
         ...(env ? { env } : {}),
       });
     },
@@ -111,3 +110,79 @@ export async function messagesOf(agent: Agent, room: string) {
 /** The text of a message. */
 export const textOf = (m: { parts: { type: string; text?: string }[] } | undefined) =>
   (m?.parts ?? []).map((p) => (p.type === 'text' ? (p.text ?? '') : '')).join('');
+
+/** A webhook bridge (SAP, Databricks) running as its process would, in a room with alice. */
+export interface WebhookBridge {
+  world: Awaited<ReturnType<typeof createWorld>>;
+  /** A person of the org holding the bridge's tool scope, a member of the room. */
+  alice: Member;
+  bridgeId: string;
+  room: string;
+  running: RunningBridge;
+  /** The webhook's URL (the bridge's HTTP server, on a free port). */
+  url: string;
+  /** The messages the bridge stored from source events (those with a `source-id`), oldest first. */
+  fromSource(): ReturnType<typeof messagesOf>;
+  /** Stops the bridge and closes the world. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a webhook bridge the way `parley-bridge` does (startBridge, the adapter's routes, listen,
+ * start): an org with `ops` (who owns the bridge agent and creates the room) and `alice` holding
+ * `scope`, the bridge agent holding it too, and the room both are in; `mapping` gets the room id.
+ */
+export async function startWebhookBridge(
+  parley: TestParley,
+  o: {
+    name: string;
+    scope: string;
+    path: string;
+    mapping: (room: string) => string;
+    attach: (running: RunningBridge) => void;
+  },
+): Promise<WebhookBridge> {
+  const world = await createWorld(parley);
+  const ops = await world.person('ops');
+  const alice = await world.person('alice', [o.scope]);
+  const b = await world.bridgeAgent(ops, o.name, [o.scope]);
+  const room = (await ops.agent.rooms.create(o.name, { members: [b.id, alice.id] })).id;
+  const running = await startBridge({
+    servers: parley.natsUrl,
+    creds: b.creds,
+    stateDir: await world.stateDir(),
+    log: silentLogger(),
+    processMetrics: false,
+    mapping: o.mapping(room),
+  });
+  o.attach(running);
+  await running.app.listen({ port: 0, host: '127.0.0.1' });
+  const addr = running.app.server.address();
+  const url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}${o.path}`;
+  await running.bridge.start();
+  return {
+    world,
+    alice,
+    bridgeId: b.id,
+    room,
+    running,
+    url,
+    fromSource: async () =>
+      (await messagesOf(alice.agent, room)).filter(
+        (m) => m.message.sender.id === b.id && m.message.metadata?.['source-id'],
+      ),
+    async close() {
+      await running.stop();
+      await world.close();
+    },
+  };
+}
+
+/** Sends the ingress recognised as retries of a stored message (`parley_messages_total{outcome="duplicate"}`). */
+export async function ingressDuplicates(parley: TestParley): Promise<number> {
+  const text = await parley.metrics.render();
+  return [...text.matchAll(/^parley_messages_total\{[^}]*outcome="duplicate"[^}]*\} (\d+)/gm)].reduce(
+    (n, m) => n + Number(m[1]),
+    0,
+  );
+}

@@ -10,7 +10,7 @@ import { loadTelemetryConfig } from '@parley/kit';
 import { startParley, type TestParley, waitFor } from '@parley/test/harness';
 import { ACTION_MEDIA_TYPE, clientMsgIdOf, RESULT_MEDIA_TYPE } from '../src/bridge.js';
 import { loadMapping, MappingError, render } from '../src/mapping.js';
-import { createWorld, historyOf, type Member, messagesOf, textOf } from './helpers.js';
+import { createWorld, historyOf, ingressDuplicates, type Member, messagesOf, textOf } from './helpers.js';
 
 describe('mapping', () => {
   it('refuses a mapping with every problem named by its path', () => {
@@ -404,13 +404,7 @@ describe('bridge state across a crash before the cursor was written', () => {
     await parley?.destroy();
   });
 
-  const retriedSends = async () => {
-    const text = await parley.metrics.render();
-    return [...text.matchAll(/^parley_messages_total\{[^}]*outcome="duplicate"[^}]*\} (\d+)/gm)].reduce(
-      (n, m) => n + Number(m[1]),
-      0,
-    );
-  };
+  const retriedSends = () => ingressDuplicates(parley);
 
   it('the restarted bridge does not send again what it stored, whatever the dedupe window', async () => {
     const ops = await world.person('ops');
@@ -447,5 +441,42 @@ describe('bridge state across a crash before the cursor was written', () => {
     // Once the cursor is past them, the journal is empty.
     const third = await world.bridge(await world.connect(b.creds), mapping, dir);
     assert.equal(third.state.storedSinceCursor('e-0'), false);
+  });
+
+  it('one stream’s cursor write keeps another stream’s journaled events: they are not sent again after a crash', async () => {
+    const ops = await world.person('ops2');
+    const b = await world.bridgeAgent(ops, 'streams', []);
+    const room = (await ops.agent.rooms.create('streams', { members: [b.id] })).id;
+    const mapping = `bridge: streams\ninbound:\n  - type: t\n    to: { room: ${room} }\n    text: "{{payload.n}}"\n`;
+    const dir = await world.stateDir();
+    // Two streams (as two Salesforce topics), each batch moving its own stream's position.
+    const batch = (stream: string, n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        event: { id: `${stream}-${i}`, type: 't', payload: { n: `${stream}${i}` } },
+        cursor: `${stream}:${i}`,
+      }));
+    const first = await world.bridge(await world.connect(b.creds), mapping, dir);
+    const advance = first.state.advance.bind(first.state);
+    let kill = true;
+    // Stream a's batch is stored, then its cursor write is lost (the process dies right after
+    // stream b's batch wrote its own cursor).
+    first.state.advance = async (...args) => {
+      if (kill) {
+        kill = false;
+        throw new Error('killed');
+      }
+      return advance(...args);
+    };
+    await assert.rejects(first.ingestBatch(batch('a', 3)), /killed/);
+    await first.ingestBatch(batch('b', 2));
+    const before_ = await retriedSends();
+    const second = await world.bridge(await world.connect(b.creds), mapping, dir);
+    assert.deepEqual(
+      (await second.ingestBatch(batch('a', 4))).map((r) => r.outcome),
+      ['duplicate', 'duplicate', 'duplicate', 'stored'],
+    );
+    assert.equal(await retriedSends(), before_, 'stream a’s stored events were not sent again');
+    const texts = (await messagesOf(ops.agent, room)).map((m) => textOf(m.message));
+    assert.deepEqual(texts, ['a0', 'a1', 'a2', 'b0', 'b1', 'a3']);
   });
 });

@@ -8,8 +8,12 @@ import { registryApi } from '@parley/contracts';
 import { startParley, type TestParley, waitFor } from '@parley/test/harness';
 import { ACTION_MEDIA_TYPE, type Bridge } from '../src/bridge.js';
 import { type LocalSalesforce, startLocalSalesforce } from '../src/local/salesforce-server.js';
-import { attachSalesforce, type SalesforceSource } from '../src/salesforce/index.js';
-import { createWorld, type Member, messagesOf, textOf } from './helpers.js';
+import {
+  attachSalesforce,
+  type ManagedSubscription,
+  type SalesforceSource,
+} from '../src/salesforce/index.js';
+import { createWorld, ingressDuplicates, type Member, messagesOf, textOf } from './helpers.js';
 
 const TOPICS = ['/data/AccountChangeEvent', '/event/Credit_Hold__e', '/event/Unmapped__e'];
 
@@ -61,6 +65,7 @@ outbound:
   async function bridgeWith(
     stateDir?: string,
     batch = 100,
+    streams: { topics: string[]; managed?: ManagedSubscription[] } = { topics: TOPICS },
   ): Promise<{ bridge: Bridge; source: SalesforceSource; dir: string }> {
     const dir = stateDir ?? (await world.stateDir());
     const agent = await world.connect(bridgeAgent.creds);
@@ -71,7 +76,7 @@ outbound:
       loginUrl: sf.loginUrl,
       clientId: sf.clientId,
       clientSecret: sf.clientSecret,
-      topics: TOPICS,
+      ...streams,
       startAt: 'EARLIEST',
       batch,
       maxBackoffMs: 500,
@@ -173,6 +178,72 @@ outbound:
     assert.equal(resumed?.replay_preset, 'CUSTOM');
     const ids = await sourceIds();
     assert.equal(new Set(ids).size, ids.length, 'no source event stored twice');
+    await Promise.all(sources.splice(0).map((s) => s.stop()));
+  });
+
+  it('follows a managed subscription (ManagedSubscribe): each batch committed at the server once stored; restarted without its state, it resumes after the commit; a refused commit re-delivers, nothing stored twice', async () => {
+    const name = 'Parley_Accounts';
+    sf.createManagedSubscription(name, '/data/AccountChangeEvent', { replayPreset: 'LATEST' });
+    const streams = { topics: [], managed: [{ name, topic: '/data/AccountChangeEvent' }] };
+    const reqsAtStart = sf.managedRequests.length;
+    const { source, bridge } = await bridgeWith(undefined, 5, streams);
+    // LATEST is taken when the stream opens: emit once it has.
+    await waitFor(() => sf.managedRequests.length > reqsAtStart, 'the managed subscription opened');
+    const first = sf.managedRequests[reqsAtStart];
+    assert.equal(first?.developer_name, name);
+    assert.equal(first?.num_requested, 5);
+    const emitted: { id: string; replayId: string }[] = [];
+    const emit = (from: number, to: number) => {
+      for (let i = from; i < to; i++)
+        emitted.push(sf.emitChange('Account', { recordIds: [`001M${i}`], fields: { Name: `M${i}` } }));
+    };
+    const allStored = async () => {
+      const ids = await sourceIds();
+      return emitted.every((e) => ids.includes(e.id));
+    };
+    const lastCommitted = () => sf.committedReplayId(name) === emitted[emitted.length - 1]?.replayId;
+    emit(0, 12);
+    await waitFor(allStored, 'the 12 changes in the room');
+    await waitFor(lastCommitted, 'the last stored replay id committed at the server');
+    const commits = sf.managedRequests.slice(reqsAtStart).filter((r) => r.commit_replay_id_request);
+    assert.ok(commits.length >= 3, `a commit per batch of at most 5 (${commits.length} commits)`);
+    assert.ok(
+      sf.managedRequests.slice(reqsAtStart).every((r) => (r.num_requested ?? 0) <= 5),
+      'no request asks for more than the window',
+    );
+    assert.ok(bridge.metrics.parley.registry.getSingleMetric('parley_bridge_source_commit_seconds'));
+    await source.stop();
+    await bridge.agent.close();
+
+    // While it is down, more changes; it comes back with an empty state directory.
+    emit(12, 17);
+    const again = await bridgeWith(undefined, 5, streams);
+    await waitFor(allStored, 'the changes made while it was down');
+    await waitFor(lastCommitted, 'committed again');
+    for (const e of emitted.slice(0, 12))
+      assert.equal(sf.deliveries(e.id), 1, 'nothing before the commit came again');
+
+    // A refused commit ends the stream; the batch comes again and is recognised from the journal.
+    const duplicates = again.bridge.metrics.count('duplicate');
+    const resent = await ingressDuplicates(parley);
+    sf.refuseNextCommit('commit failed: replay store unavailable');
+    emit(17, 20);
+    await waitFor(allStored, 'the changes around the refused commit');
+    await waitFor(lastCommitted, 'committed after the refusal');
+    // The first batch after the refusal holds change 17: stored, its commit refused, delivered again.
+    assert.equal(sf.deliveries(emitted[17]?.id ?? ''), 2, 'the batch whose commit was refused came again');
+    assert.ok(
+      again.bridge.metrics.count('duplicate') > duplicates,
+      'the re-delivered, already stored change was recognised',
+    );
+    assert.equal(await ingressDuplicates(parley), resent, 'from the journal: nothing was sent again');
+    const ids = (await sourceIds()).filter((id) => emitted.some((e) => e.id === id));
+    assert.equal(ids.length, emitted.length, 'each change stored once');
+    assert.deepEqual(
+      ids,
+      emitted.map((e) => e.id),
+      'in the order Salesforce sent them',
+    );
     await Promise.all(sources.splice(0).map((s) => s.stop()));
   });
 

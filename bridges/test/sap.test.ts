@@ -5,18 +5,18 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { loadTelemetryConfig, silentLogger } from '@parley/kit';
+import { loadTelemetryConfig } from '@parley/kit';
 import { startParley, type TestParley, waitFor } from '@parley/test/harness';
 import { ACTION_MEDIA_TYPE } from '../src/bridge.js';
 import { type LocalSap, s4Event, startLocalSap } from '../src/local/sap-server.js';
-import { type RunningBridge, startBridge } from '../src/runtime.js';
+import type { RunningBridge } from '../src/runtime.js';
 import { attachSap } from '../src/sap/index.js';
-import { createWorld, type Member, messagesOf, textOf } from './helpers.js';
+import { type Member, messagesOf, startWebhookBridge, textOf, type WebhookBridge } from './helpers.js';
 
 describe('sap bridge', () => {
   let parley: TestParley;
   let sap: LocalSap;
-  let world: Awaited<ReturnType<typeof createWorld>>;
+  let b: WebhookBridge;
   let alice: Member;
   let bridgeId: string;
   let room: string;
@@ -57,19 +57,11 @@ describe('sap bridge', () => {
         },
       ],
     });
-    world = await createWorld(parley);
-    const ops = await world.person('ops');
-    alice = await world.person('alice', ['tool:sap.salesorders.open']);
-    const b = await world.bridgeAgent(ops, 'sap', ['tool:sap.salesorders.open']);
-    bridgeId = b.id;
-    room = (await ops.agent.rooms.create('orders', { members: [bridgeId, alice.id] })).id;
-    running = await startBridge({
-      servers: parley.natsUrl,
-      creds: b.creds,
-      stateDir: await world.stateDir(),
-      log: silentLogger(),
-      processMetrics: false,
-      mapping: `
+    b = await startWebhookBridge(parley, {
+      name: 'sap',
+      scope: 'tool:sap.salesorders.open',
+      path: '/sap/events',
+      mapping: (room) => `
 bridge: sap
 inbound:
   - type: sap.s4.beh.salesorder.v1.SalesOrder.*
@@ -80,29 +72,23 @@ outbound:
     tool: sap.salesorders.open
     reply: "{{result.count}} open orders for {{result.customer}}, {{result.totalNetAmount}} {{result.currency}}"
 `,
+      attach: (r) =>
+        attachSap(r.bridge, r.app, {
+          jwksUrl: sap.jwksUrl,
+          issuer: sap.issuer,
+          audience: 'parley-sap-bridge',
+          odata: { baseUrl: sap.baseUrl, tokenUrl: sap.tokenUrl, ...sap.odataClient },
+        }),
     });
-    attachSap(running.bridge, running.app, {
-      jwksUrl: sap.jwksUrl,
-      issuer: sap.issuer,
-      audience: 'parley-sap-bridge',
-      odata: { baseUrl: sap.baseUrl, tokenUrl: sap.tokenUrl, ...sap.odataClient },
-    });
-    await running.app.listen({ port: 0, host: '127.0.0.1' });
-    const addr = running.app.server.address();
-    url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}/sap/events`;
-    await running.bridge.start();
+    ({ alice, bridgeId, room, running, url } = b);
   });
   after(async () => {
-    await running?.stop();
-    await world?.close();
+    await b?.close();
     await sap?.stop();
     await parley?.destroy();
   });
 
-  const fromSap = async () =>
-    (await messagesOf(alice.agent, room)).filter(
-      (m) => m.message.sender.id === bridgeId && m.message.metadata?.['source-id'],
-    );
+  const fromSap = () => b.fromSource();
 
   it('answers the webhook handshake', async () => {
     const res = await sap.handshake(url);

@@ -3,7 +3,8 @@
  *
  * Per bridge, against its local protocol server and a whole local Parley in this process:
  * - throughput: a backlog of `events` source events (Salesforce: pre-emitted, subscribed from
- *   EARLIEST; SAP and Databricks: webhook posts one after the other, as one Event Mesh queue or one
+ *   EARLIEST, with Subscribe and with ManagedSubscribe — which commits each batch's replay id at
+ *   the server and waits for the answer, whose round trip is reported too; SAP and Databricks: webhook posts one after the other, as one Event Mesh queue or one
  *   destination delivers) until the last is stored in its room, as events/s and as a ratio to the
  *   baseline — the same agent sending the same messages with `room.send` one after the other;
  * - latency: events at a steady 100/s for 3 s, from the source event (emit, or the webhook POST) to
@@ -88,14 +89,25 @@ try {
   const baseline = N / ((performance.now() - t0) / 1000);
   results.push(`baseline    ${baseline.toFixed(0).padStart(5)} events/s (room.send, sequential, n=${N})`);
 
-  // Salesforce.
-  {
+  // Salesforce: Subscribe with the bridge's own cursor, then ManagedSubscribe (a commit per batch).
+  for (const managed of [false, true]) {
     const sf = await startLocalSalesforce();
+    const name = managed ? 'sf-managed' : 'salesforce';
     const b = await bridgeFor(
-      'salesforce',
+      name,
       (room) =>
-        `bridge: salesforce\ninbound:\n  - type: /data/AccountChangeEvent*\n    to: { room: ${room} }\n    text: "{{payload.ChangeEventHeader.changeType}} Account {{payload.ChangeEventHeader.recordIds}}: {{payload.ChangeEventHeader.changedFields}}"\n`,
+        `bridge: ${name}\ninbound:\n  - type: /data/AccountChangeEvent*\n    to: { room: ${room} }\n    text: "{{payload.ChangeEventHeader.changeType}} Account {{payload.ChangeEventHeader.recordIds}}: {{payload.ChangeEventHeader.changedFields}}"\n`,
     );
+    // Each commit's round trip (sent → CommitReplayResponse), as the bridge measures it.
+    const commits: number[] = [];
+    const metrics = b.running.bridge.metrics;
+    const observeCommit = metrics.observeCommit.bind(metrics);
+    metrics.observeCommit = (seconds) => {
+      commits.push(seconds * 1000);
+      observeCommit(seconds);
+    };
+    if (managed)
+      sf.createManagedSubscription('Bench', '/data/AccountChangeEvent', { replayPreset: 'EARLIEST' });
     for (let i = 0; i < N; i++)
       sf.emitChange('Account', { recordIds: [`001S${i}`], fields: { Name: `n${i}` } });
     const start = performance.now();
@@ -105,7 +117,9 @@ try {
       loginUrl: sf.loginUrl,
       clientId: sf.clientId,
       clientSecret: sf.clientSecret,
-      topics: ['/data/AccountChangeEvent'],
+      ...(managed
+        ? { topics: [], managed: [{ name: 'Bench', topic: '/data/AccountChangeEvent' }] }
+        : { topics: ['/data/AccountChangeEvent'] }),
       startAt: 'EARLIEST',
     });
     await until(() => b.stored.size >= N);
@@ -118,11 +132,17 @@ try {
     }
     await until(() => [...emitted.keys()].every((id) => b.stored.has(id)));
     report(
-      'salesforce',
+      name,
       eps,
       baseline,
       [...emitted].map(([id, at]) => (b.stored.get(id) as number) - at),
     );
+    if (managed) {
+      const p = percentiles(commits);
+      results.push(
+        `${''.padEnd(11)} commit round trip (CommitReplayRequest → CommitReplayResponse) p50 ${p.p50.toFixed(2)} ms  p99 ${p.p99.toFixed(2)} ms  (${commits.length} commits)`,
+      );
+    }
     await source.stop();
     await b.running.stop();
     await sf.stop();

@@ -39,14 +39,26 @@ export interface EnterpriseDemoOptions {
   stateDir: string;
   out: (line: string) => void;
   log?: Logger;
+  /** Participants added to the case room to follow it (e.g. the local admin, for the CLI). */
+  watchers?: string[];
+}
+
+/** How the case ended. */
+export interface EnterpriseOutcome {
+  room: string;
+  published: Record<string, unknown>;
+  answer: string;
 }
 
 /** A running demo. */
 export interface EnterpriseDemo {
   /** The trace id the CDC event carried. */
   traceId: string;
-  /** Resolves with the case room once the Platform Event was published. */
-  finished: Promise<{ room: string; published: Record<string, unknown> }>;
+  /**
+   * Resolves once the Platform Event was published: the case room, the event as Salesforce
+   * received it, and the Salesforce bridge's answer saying so (its audit chain leads to maria).
+   */
+  finished: Promise<EnterpriseOutcome>;
   ids: { salesforce: string; databricks: string; sap: string; maria: string };
   /** maria's connection (a member of the case room). */
   maria: Agent;
@@ -168,7 +180,7 @@ inbound:
       case:
         key: "{{payload.ChangeEventHeader.recordIds.0}}"
         title: "Case: {{payload.Name}} ({{payload.ChangeEventHeader.recordIds.0}})"
-        members: [${ids.databricks}, ${ids.sap}, ${ids.maria}]
+        members: [${[ids.databricks, ids.sap, ids.maria, ...(o.watchers ?? [])].join(', ')}]
     text: "Salesforce: {{payload.Name}} changed ({{payload.ChangeEventHeader.changedFields}}): Rating {{payload.Rating}}"
     ask:
       - agent: ${ids.databricks}
@@ -259,8 +271,8 @@ outbound:
     });
 
     // maria sees the case and answers the proposal; her approval hands the bridge a token for it.
-    let done!: (v: { room: string; published: Record<string, unknown> }) => void;
-    const finished = new Promise<{ room: string; published: Record<string, unknown> }>((r) => {
+    let done!: (v: EnterpriseOutcome) => void;
+    const finished = new Promise<EnterpriseOutcome>((r) => {
       done = r;
     });
     const names = new Map([
@@ -303,7 +315,7 @@ outbound:
       }
       if (d.message.sender.id === ids.salesforce && text.includes('Credit_Hold__e published')) {
         const published = sf.published('/event/Credit_Hold__e')[0] ?? {};
-        done({ room: d.room, published });
+        done({ room: d.room, published, answer: d.message.id });
       }
     });
     await asMaria.listening;
@@ -357,4 +369,18 @@ outbound:
     await Promise.allSettled([maria?.close(), admin.close(), sf.stop(), sap.stop(), dbx.stop()]);
     throw err;
   }
+}
+
+/**
+ * The closing lines of the demo: what Salesforce received, and how many of the case room's
+ * messages are in the trace the CDC event started.
+ */
+export async function enterpriseSummary(demo: EnterpriseDemo, outcome: EnterpriseOutcome): Promise<string[]> {
+  const history = await demo.maria.rooms.room(outcome.room).history({ order: 'oldest', limit: 200 });
+  const said = history.entries.filter((e) => e.message.kind === 'message' || e.message.kind === 'status');
+  const inTrace = said.filter((e) => e.message.trace?.traceparent.split('-')[1] === demo.traceId).length;
+  return [
+    `enterprise  Salesforce ← Credit_Hold__e ${JSON.stringify(outcome.published)}`,
+    `enterprise  case room ${outcome.room}: ${inTrace} of ${said.length} messages in trace ${demo.traceId}`,
+  ];
 }

@@ -1,7 +1,7 @@
 /**
  * A local Salesforce for tests and the enterprise demo: a gRPC server implementing the Pub/Sub API
- * proto (Subscribe with replay presets, replay ids and `num_requested` flow control; GetSchema;
- * GetTopic; Publish), serving Change Data Capture events in Salesforce's format (ChangeEventHeader,
+ * proto (Subscribe with replay presets, replay ids and `num_requested` flow control; ManagedSubscribe
+ * with server-side commits of replay ids; GetSchema; GetTopic; Publish), serving Change Data Capture events in Salesforce's format (ChangeEventHeader,
  * bitmap-encoded field lists, Avro binary payloads) and Platform Events, plus the OAuth 2.0
  * client-credentials token endpoint. Every RPC checks the `accesstoken`, `instanceurl` and
  * `tenantid` metadata.
@@ -16,6 +16,8 @@ import {
   eventbus,
   type FetchRequest,
   type FetchResponse,
+  type ManagedFetchRequest,
+  type ManagedFetchResponse,
   type ProducerEvent,
   type PublishRequest,
 } from '../salesforce/proto.js';
@@ -115,7 +117,18 @@ interface Subscriber {
   topic: Topic;
   next: number;
   credit: number;
-  call: grpc.ServerDuplexStream<FetchRequest, FetchResponse>;
+  call:
+    | grpc.ServerDuplexStream<FetchRequest, FetchResponse>
+    | grpc.ServerDuplexStream<ManagedFetchRequest, ManagedFetchResponse>;
+}
+
+/** A ManagedEventSubscription record: its topic, where it starts, and the position it committed. */
+interface Managed {
+  id: string;
+  developerName: string;
+  topic: Topic;
+  replayPreset: 'LATEST' | 'EARLIEST';
+  committed?: Buffer;
 }
 
 /** A change to emit on a CDC topic. */
@@ -141,6 +154,20 @@ export interface LocalSalesforce {
   orgId: string;
   /** Every FetchRequest received, in order (flow control and replay presets show here). */
   fetchRequests: FetchRequest[];
+  /** Every ManagedFetchRequest received, in order (subscription, flow control, commits). */
+  managedRequests: ManagedFetchRequest[];
+  /** Creates a managed subscription (a ManagedEventSubscription record) on `topic`; returns its id. */
+  createManagedSubscription(
+    developerName: string,
+    topic: string,
+    o?: { replayPreset?: 'LATEST' | 'EARLIEST' },
+  ): string;
+  /** The replay id (base64) the managed subscription committed last. */
+  committedReplayId(developerName: string): string | undefined;
+  /** Refuses the next commit with error code COMMIT (as an unrecoverable commit error). */
+  refuseNextCommit(msg: string): void;
+  /** How many times an event (by its event id) was sent to a subscriber, over all streams. */
+  deliveries(eventId: string): number;
   /** Tokens issued so far. */
   tokensIssued(): number;
   /** Makes every issued token invalid (as an expiry would). */
@@ -174,6 +201,10 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
   const topics = new Map<string, Topic>();
   const subscribers = new Set<Subscriber>();
   const fetchRequests: FetchRequest[] = [];
+  const managedRequests: ManagedFetchRequest[] = [];
+  const managed = new Map<string, Managed>();
+  const delivered = new Map<string, number>();
+  let refuseCommit: string | undefined;
   const published = new Map<string, Record<string, unknown>[]>();
   let tx = 0;
 
@@ -243,6 +274,7 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
       const events = s.topic.log.slice(s.next, s.next + n);
       s.next += n;
       s.credit -= n;
+      for (const e of events) delivered.set(e.event.id, (delivered.get(e.event.id) ?? 0) + 1);
       s.call.write({
         events,
         latest_replay_id: (events[events.length - 1] as ConsumerEvent).replay_id,
@@ -259,6 +291,23 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
     topic.log.push(ce);
     for (const s of subscribers) if (s.topic === topic) pump(s);
     return ce;
+  };
+
+  // A stream's subscriber stops getting events once the client ends, errs or cancels.
+  const untilClosed = (
+    call: grpc.ServerDuplexStream<unknown, unknown>,
+    sub: () => Subscriber | undefined,
+  ) => {
+    const end = () => {
+      const s = sub();
+      if (s) subscribers.delete(s);
+    };
+    call.on('end', () => {
+      end();
+      call.end();
+    });
+    call.on('error', end);
+    call.on('cancelled', end);
   };
 
   const service: grpc.UntypedServiceImplementation = {
@@ -292,15 +341,64 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
         sub.credit += Math.max(0, req.num_requested);
         pump(sub);
       });
-      const end = () => {
-        if (sub) subscribers.delete(sub);
-      };
-      call.on('end', () => {
-        end();
-        call.end();
+      untilClosed(call, () => sub);
+    },
+    ManagedSubscribe(call: grpc.ServerDuplexStream<ManagedFetchRequest, ManagedFetchResponse>) {
+      const err = authError(call.metadata);
+      if (err) return call.destroy(err);
+      let sub: (Subscriber & { managed: Managed }) | undefined;
+      call.on('data', (req: ManagedFetchRequest) => {
+        managedRequests.push(req);
+        const named = req.subscription_id || req.developer_name;
+        if (!sub) {
+          if (!named)
+            return call.destroy(
+              failure(
+                grpc.status.INVALID_ARGUMENT,
+                'the first request names no subscription_id or developer_name',
+              ),
+            );
+          const m = [...managed.values()].find((x) => x.id === named || x.developerName === named);
+          if (!m)
+            return call.destroy(failure(grpc.status.NOT_FOUND, `managed subscription ${named} not found`));
+          // After the committed position; without one, where the record says.
+          const at = m.committed
+            ? m.topic.log.findIndex((e) => e.replay_id.equals(m.committed as Buffer))
+            : -1;
+          const next = at >= 0 ? at + 1 : m.replayPreset === 'EARLIEST' ? 0 : m.topic.log.length;
+          sub = { topic: m.topic, next, credit: 0, call, managed: m };
+          subscribers.add(sub);
+        } else if (named && named !== sub.managed.id && named !== sub.managed.developerName) {
+          return call.destroy(
+            failure(grpc.status.INVALID_ARGUMENT, 'the subscription differs from the first request'),
+          );
+        }
+        const c = req.commit_replay_id_request;
+        if (c) {
+          const m = sub.managed;
+          const known = m.topic.log.some((e) => e.replay_id.equals(c.replay_id));
+          const refused = refuseCommit ?? (known ? undefined : 'replay id not valid for this subscription');
+          refuseCommit = undefined;
+          if (!refused) m.committed = Buffer.from(c.replay_id);
+          const last =
+            sub.next > 0 ? (m.topic.log[sub.next - 1] as ConsumerEvent).replay_id : Buffer.alloc(0);
+          call.write({
+            events: [],
+            latest_replay_id: last,
+            rpc_id: randomUUID(),
+            pending_num_requested: sub.credit,
+            commit_response: {
+              commit_request_id: c.commit_request_id,
+              replay_id: c.replay_id,
+              ...(refused ? { error: { code: 'COMMIT', msg: refused } } : {}),
+              process_time: String(Date.now()),
+            },
+          });
+        }
+        sub.credit += Math.max(0, req.num_requested ?? 0);
+        pump(sub);
       });
-      call.on('error', end);
-      call.on('cancelled', end);
+      untilClosed(call, () => sub);
     },
     GetSchema(call: grpc.ServerUnaryCall<{ schema_id: string }, unknown>, cb: grpc.sendUnaryData<unknown>) {
       const err = authError(call.metadata);
@@ -370,6 +468,23 @@ export async function startLocalSalesforce(): Promise<LocalSalesforce> {
     clientSecret,
     orgId,
     fetchRequests,
+    managedRequests,
+    createManagedSubscription(developerName, topicName, o = {}) {
+      const topic = topics.get(topicName);
+      if (!topic) throw new Error(`no topic ${topicName}`);
+      // The key prefix of ManagedEventSubscription records, then a 15-character id.
+      const id = `18x${randomBytes(8).toString('hex').toUpperCase().slice(0, 15)}`;
+      managed.set(id, { id, developerName, topic, replayPreset: o.replayPreset ?? 'LATEST' });
+      return id;
+    },
+    committedReplayId: (name) =>
+      [...managed.values()]
+        .find((m) => m.developerName === name || m.id === name)
+        ?.committed?.toString('base64'),
+    refuseNextCommit(msg) {
+      refuseCommit = msg;
+    },
+    deliveries: (eventId) => delivered.get(eventId) ?? 0,
     tokensIssued: () => issued,
     revokeTokens: () => tokens.clear(),
     emitChange(entity, c) {

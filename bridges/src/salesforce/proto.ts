@@ -45,6 +45,38 @@ export interface FetchResponse {
   rpc_id: string;
   pending_num_requested: number;
 }
+/** Commits a replay id on a ManagedSubscribe stream; the id names the answer. */
+export interface CommitReplayRequest {
+  commit_request_id: string;
+  replay_id: Buffer;
+}
+/** The answer to one or more commits (the last of them): committed, or `error` (code COMMIT). */
+export interface CommitReplayResponse {
+  commit_request_id: string;
+  replay_id: Buffer;
+  error?: { code: 'UNKNOWN' | 'PUBLISH' | 'COMMIT'; msg: string } | null;
+  /** When the server received the request (ms since the epoch; a string: longs are loaded as strings). */
+  process_time: string;
+}
+/**
+ * A request on the ManagedSubscribe stream: the first names the subscription (id or developer name),
+ * later ones ask for more (`num_requested`) or commit a replay id.
+ */
+export interface ManagedFetchRequest {
+  subscription_id?: string;
+  developer_name?: string;
+  num_requested?: number;
+  auth_refresh?: string;
+  commit_replay_id_request?: CommitReplayRequest;
+}
+/** Events, or a commit's answer, on the ManagedSubscribe stream. */
+export interface ManagedFetchResponse {
+  events: ConsumerEvent[];
+  latest_replay_id: Buffer;
+  rpc_id: string;
+  pending_num_requested: number;
+  commit_response?: CommitReplayResponse | null;
+}
 /** The Avro schema (JSON) of a schema id. */
 export interface SchemaInfo {
   schema_json: string;
@@ -81,6 +113,10 @@ export interface PublishResponse {
 /** The `eventbus.v1.PubSub` client, as grpc-js builds it. */
 export interface PubSubClient extends grpc.Client {
   Subscribe(metadata: grpc.Metadata): grpc.ClientDuplexStream<FetchRequest, FetchResponse>;
+  /** Open beta at Salesforce: the server keeps the committed replay id of a managed subscription. */
+  ManagedSubscribe(
+    metadata: grpc.Metadata,
+  ): grpc.ClientDuplexStream<ManagedFetchRequest, ManagedFetchResponse>;
   GetSchema(
     req: { schema_id: string },
     metadata: grpc.Metadata,

@@ -6,6 +6,15 @@
  * the replay id of the last stored event per topic as its cursor. A restart resumes with
  * `replay_preset: CUSTOM` from that id (the event at the id itself is not sent again).
  *
+ * Managed subscriptions (`ManagedSubscribe`, open beta at Salesforce): the org holds a
+ * ManagedEventSubscription record per subscription (its topic, where it starts), and the server
+ * keeps its position. The bridge commits the replay id of each batch once the batch is stored
+ * (`CommitReplayRequest`) and waits for the `CommitReplayResponse` before it takes the next one, so
+ * a bridge restarted — even one that lost its state directory — resumes after the last committed
+ * event. Events stored but not yet committed when it stopped come again; the journal (and the
+ * ingress dedupe) keeps them from being stored twice. A refused commit (error code COMMIT) ends
+ * the stream; the next one starts after the last commit that succeeded.
+ *
  * Outbound, the `publish` action publishes a Platform Event (`Publish`, the payload Avro-encoded in
  * the topic's schema) as a tool call on the asker's behalf.
  *
@@ -19,7 +28,22 @@ import type { Bridge, SourceEvent } from '../bridge.js';
 import { RetryLater } from '../bridge.js';
 import { type AvroType, decodeEvent, parseSchema } from './avro.js';
 import type { SalesforceAuth } from './oauth.js';
-import { eventbus, type FetchResponse, type PubSubClient, type ReplayPreset } from './proto.js';
+import {
+  type CommitReplayResponse,
+  type ConsumerEvent,
+  eventbus,
+  type ManagedFetchRequest,
+  type PubSubClient,
+  type ReplayPreset,
+} from './proto.js';
+
+/** A managed subscription to follow: its developer name, and the topic it is on (the mapping's type). */
+export interface ManagedSubscription {
+  /** DeveloperName of the ManagedEventSubscription record. */
+  name: string;
+  /** Its topic (`/data/AccountChangeEvent`, `/event/Order__e`): event types are named after it. */
+  topic: string;
+}
 
 /** Options of {@link SalesforceSource}. */
 export interface SalesforceSourceOptions {
@@ -29,7 +53,12 @@ export interface SalesforceSourceOptions {
   endpoint?: string;
   /** Plaintext gRPC (local test servers only). @default false: TLS */
   insecure?: boolean;
+  /** Topics followed with `Subscribe`, the bridge's own replay ids as the cursor. */
   topics: string[];
+  /** Managed subscriptions followed with `ManagedSubscribe`, the server keeping the position. */
+  managed?: ManagedSubscription[];
+  /** How long a commit may wait for its answer before the stream is started again, in ms. @default 30000 */
+  commitTimeoutMs?: number;
   /** Where a topic without a cursor starts. @default LATEST */
   startAt?: Exclude<ReplayPreset, 'CUSTOM'>;
   /** Events requested at a time (flow control). @default 100 */
@@ -65,7 +94,10 @@ export class SalesforceSource {
   start(): void {
     const c = this.#o.bridge.state.cursor;
     this.#latest = c ? (JSON.parse(c) as Cursors) : {};
-    this.#loops = this.#o.topics.map((t) => this.#run(t));
+    this.#loops = [
+      ...this.#o.topics.map((t) => this.#run((got) => this.#subscribeOnce(t, got))),
+      ...(this.#o.managed ?? []).map((m) => this.#run((got) => this.#managedOnce(m, got))),
+    ];
   }
 
   /** Cancels the streams and waits for the loops to end. */
@@ -76,13 +108,13 @@ export class SalesforceSource {
     this.#client.close();
   }
 
-  async #run(topic: string): Promise<void> {
+  async #run(once: (got: { any: boolean }) => Promise<void>): Promise<void> {
     const maxBackoff = this.#o.maxBackoffMs ?? 30_000;
     let failures = 0;
     while (!this.#abort.signal.aborted) {
       const got = { any: false };
       try {
-        await this.#subscribeOnce(topic, got);
+        await once(got);
       } catch (err) {
         if (this.#abort.signal.aborted) return;
         if (got.any) failures = 0;
@@ -107,24 +139,20 @@ export class SalesforceSource {
     const batch = this.#o.batch ?? 100;
     const md = await this.#o.auth.metadata();
     const call = this.#client.Subscribe(md);
-    this.#calls.add(call as grpc.ClientDuplexStream<unknown, unknown>);
-    try {
-      const cursor = this.#latest[topic];
-      call.write({
-        topic_name: topic,
-        replay_preset: cursor ? 'CUSTOM' : (this.#o.startAt ?? 'LATEST'),
-        ...(cursor ? { replay_id: Buffer.from(cursor, 'base64') } : {}),
-        num_requested: batch,
-      });
-      let pending = batch;
-      for await (const res of call as AsyncIterable<FetchResponse>) {
-        if (!got.any) {
-          got.any = true;
-          await bridge.sourceUp(`subscribed to ${topic}`);
-        }
-        if (res.events.length === 0) continue; // a keepalive
+    const cursor = this.#latest[topic];
+    call.write({
+      topic_name: topic,
+      replay_preset: cursor ? 'CUSTOM' : (this.#o.startAt ?? 'LATEST'),
+      ...(cursor ? { replay_id: Buffer.from(cursor, 'base64') } : {}),
+      num_requested: batch,
+    });
+    let pending = batch;
+    await this.#consume(call, got, `subscribed to ${topic}`, {
+      handle: async (responses, writable) => {
+        const events = responses.flatMap((r) => r.events);
+        if (events.length === 0) return; // keepalives
         const items: { event?: SourceEvent | undefined; cursor: () => string }[] = [];
-        for (const ce of res.events) {
+        for (const ce of events) {
           const replayId = ce.replay_id.toString('base64');
           // Asked when the batch persists: the topic moves to this id, the other topics stay current.
           const cursor = () => {
@@ -134,16 +162,161 @@ export class SalesforceSource {
           items.push({ event: await this.#toSourceEvent(topic, ce.event), cursor });
         }
         await bridge.ingestBatch(items);
-        pending -= res.events.length;
+        writable();
+        pending -= events.length;
         if (pending <= batch / 2) {
           call.write({ topic_name: topic, num_requested: batch - pending });
           pending = batch;
         }
+      },
+    });
+  }
+
+  /**
+   * One ManagedSubscribe stream: after a batch is stored its last replay id is committed and the
+   * answer awaited before the next batch (events that arrive meanwhile form that next batch).
+   */
+  async #managedOnce(m: ManagedSubscription, got: { any: boolean }): Promise<void> {
+    const bridge = this.#o.bridge;
+    const batch = this.#o.batch ?? 100;
+    const md = await this.#o.auth.metadata();
+    const call = this.#client.ManagedSubscribe(md);
+    const waiting = new Map<string, (r: CommitReplayResponse) => void>();
+    let pending = batch;
+    let committed: Buffer | undefined;
+    const commit = async (replayId: Buffer, covered: string[], writable: () => void): Promise<void> => {
+      writable();
+      const id = randomUUID();
+      const started = performance.now();
+      const timeoutMs = this.#o.commitTimeoutMs ?? 30_000;
+      let timer: NodeJS.Timeout | undefined;
+      const answer = new Promise<CommitReplayResponse>((resolve, reject) => {
+        waiting.set(id, resolve);
+        timer = setTimeout(
+          () => reject(new Error(`commit ${id} not answered within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+      });
+      call.write({
+        commit_replay_id_request: { commit_request_id: id, replay_id: replayId },
+      } satisfies ManagedFetchRequest);
+      try {
+        // The stream ending rejects the wait too (consume's `ended`).
+        const res = await Promise.race([answer, ended]);
+        if (res.error) throw new Error(`commit refused: ${res.error.code} ${res.error.msg}`.trim());
+      } finally {
+        clearTimeout(timer);
+        waiting.delete(id);
       }
-      throw new Error('the subscription stream ended');
+      bridge.metrics.observeCommit((performance.now() - started) / 1000);
+      committed = replayId;
+      // The server holds the position now: what this batch stored leaves the journal.
+      this.#latest[`managed:${m.name}`] = replayId.toString('base64');
+      await bridge.state.advance(JSON.stringify(this.#latest), 0, covered);
+    };
+    let ended: Promise<never> = new Promise(() => undefined);
+    call.write({ developer_name: m.name, num_requested: batch } satisfies ManagedFetchRequest);
+    await this.#consume(call, got, `subscribed to ${m.name} (${m.topic}, managed)`, {
+      started: (e) => {
+        ended = e;
+      },
+      route: (res) => {
+        const answer = res.commit_response;
+        // One answer may stand for several commits (the last of them): with one commit in flight
+        // at a time it is that one's.
+        if (answer) waiting.get(answer.commit_request_id)?.(answer);
+        return res.events.length > 0 || !answer;
+      },
+      handle: async (responses, writable) => {
+        const events = responses.flatMap((r) => r.events);
+        if (events.length === 0) {
+          // An empty batch's latest replay id is committed too (as Salesforce asks), once.
+          const latest = responses[responses.length - 1]?.latest_replay_id;
+          if (latest && latest.length > 0 && !committed?.equals(latest)) await commit(latest, [], writable);
+          return;
+        }
+        const items: { event?: SourceEvent | undefined }[] = [];
+        for (const ce of events) items.push({ event: await this.#toSourceEvent(m.topic, ce.event) });
+        await bridge.ingestBatch(items);
+        writable();
+        pending -= events.length;
+        if (pending <= batch / 2) {
+          call.write({ num_requested: batch - pending } satisfies ManagedFetchRequest);
+          pending = batch;
+        }
+        const last = (events[events.length - 1] as ConsumerEvent).replay_id;
+        await commit(
+          last,
+          events.map((ce) => ce.event.id),
+          writable,
+        );
+      },
+    });
+  }
+
+  /**
+   * Reads a subscribe stream until it ends or its handling fails. Responses are handed on in
+   * batches, in order: whatever arrived while the previous batch was being stored is the next one,
+   * so a source sending faster than events are stored costs one cursor write (or commit) per batch,
+   * not per event. `route` sees each response first and says whether it is for `handle`. When the
+   * stream ends, the batch being stored finishes (it may not write to the call any more: `writable`
+   * throws) before this returns.
+   */
+  async #consume<Q, R extends { events: ConsumerEvent[] }>(
+    call: grpc.ClientDuplexStream<Q, R>,
+    got: { any: boolean },
+    activity: string,
+    o: {
+      handle: (responses: R[], writable: () => void) => Promise<void>;
+      route?: (res: R) => boolean;
+      started?: (ended: Promise<never>) => void;
+    },
+  ): Promise<void> {
+    this.#calls.add(call as grpc.ClientDuplexStream<unknown, unknown>);
+    let closed = false;
+    const writable = () => {
+      if (closed) throw new Error('the subscription stream ended');
+    };
+    let fail: (err: unknown) => void = () => undefined;
+    const ended = new Promise<never>((_, reject) => {
+      fail = reject;
+    });
+    ended.catch(() => undefined);
+    o.started?.(ended);
+    let waiting: R[] = [];
+    let draining: Promise<void> | undefined;
+    const drain = async () => {
+      while (waiting.length > 0 && !closed) {
+        const responses = waiting;
+        waiting = [];
+        await o.handle(responses, writable);
+      }
+    };
+    try {
+      const reader = (async () => {
+        for await (const res of call as AsyncIterable<R>) {
+          if (!got.any) {
+            got.any = true;
+            await this.#o.bridge.sourceUp(activity);
+          }
+          if (o.route && !o.route(res)) continue;
+          waiting.push(res);
+          draining ??= drain().finally(() => {
+            draining = undefined;
+          });
+          draining.catch(fail);
+        }
+        throw new Error('the subscription stream ended');
+      })();
+      await Promise.race([reader, ended]);
+    } catch (err) {
+      fail(err);
+      throw err;
     } finally {
+      closed = true;
       this.#calls.delete(call as grpc.ClientDuplexStream<unknown, unknown>);
       call.cancel();
+      await draining?.catch(() => undefined);
     }
   }
 

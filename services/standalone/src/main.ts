@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 /** `npm start`: the local Parley backbone. Run with --help for the flags. */
+import { rm } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { describeServer, isParleyError } from '@parley/contracts';
 import { createLogger } from '@parley/kit';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from './config.js';
 import { startDemo } from './demo.js';
 import { StartupError, StopTimeoutError, startStandalone } from './standalone.js';
@@ -34,7 +35,15 @@ const program = new Command('parley-standalone')
     config.PARLEY_NATS_WS_PORT,
   )
   .option('--home <dir>', 'state directory (keys, NATS data, creds)', config.PARLEY_HOME)
-  .option('--no-demo', 'do not run the scripted demo conversation')
+  .addOption(
+    new Option(
+      '--demo <name>',
+      'which demo runs: conversation (planner, reviewer, auditor) or enterprise (the Salesforce, SAP and Databricks bridges on one case)',
+    )
+      .choices(['conversation', 'enterprise'])
+      .default('conversation'),
+  )
+  .option('--no-demo', 'do not run a demo')
   .showHelpAfterError();
 program.parse();
 const opts = program.opts<{
@@ -42,7 +51,7 @@ const opts = program.opts<{
   httpPort: number;
   natsWsPort: number;
   home: string;
-  demo: boolean;
+  demo: 'conversation' | 'enterprise' | false;
 }>();
 
 const log = createLogger({ name: 'parley', level: config.LOG_LEVEL, destination: process.stderr });
@@ -74,6 +83,9 @@ const rel = (p: string) => {
 };
 
 let demo: Awaited<ReturnType<typeof startDemo>> | undefined;
+// The enterprise demo (--demo enterprise): its local systems and bridges run until the stop.
+let enterprise: { stop(): Promise<void> } | undefined;
+let enterpriseTry: string[] = [];
 // Signals are handled from here on: the demo may still be running when Ctrl-C comes. The first
 // stops in order within PARLEY_STOP_TIMEOUT_MS; a second one (or the deadline) does not wait.
 let stopping = false;
@@ -94,7 +106,10 @@ const shutdown = async (why: string, code = 0) => {
     // The demo agents' connections drain on the same server (none to drain when it is gone):
     // bounded, like the rest of the stop.
     if (standalone.nats?.running !== false) {
-      await Promise.race([demo?.stop(), new Promise((r) => setTimeout(r, 3000).unref())]);
+      await Promise.race([
+        Promise.all([demo?.stop(), enterprise?.stop()]),
+        new Promise((r) => setTimeout(r, 3000).unref()),
+      ]);
     }
     await standalone.stop({ deadlineMs: config.PARLEY_STOP_TIMEOUT_MS });
   } catch (err) {
@@ -143,7 +158,45 @@ out(
 );
 if (standalone.reclaimed) out(`  note                             ${standalone.reclaimed}`);
 out();
-if (opts.demo) {
+if (opts.demo === 'enterprise') {
+  // A show on top of the running backbone, like the conversation: a failure leaves the backbone up.
+  try {
+    // Loaded only for this demo: the bridges' gRPC, Avro and CloudEvents stay out of a plain start.
+    const { enterpriseSummary, runEnterpriseDemo } = await import('@parley/bridge/demo');
+    // The local Salesforce, SAP and Databricks are new at each start: the last run's cursors and
+    // case rooms would point at events and rooms of systems that are gone.
+    const stateDir = join(home.paths.home, 'enterprise-demo');
+    await rm(stateDir, { recursive: true, force: true });
+    const run = await runEnterpriseDemo({
+      natsUrl: standalone.natsUrl,
+      adminCreds: home.paths.adminCreds,
+      org: home.state.org.id,
+      stateDir,
+      out,
+      log,
+      watchers: [home.state.admin.id],
+    });
+    enterprise = run;
+    const outcome = await Promise.race([
+      run.finished,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 60_000).unref()),
+    ]);
+    if (outcome) {
+      for (const line of await enterpriseSummary(run, outcome)) out(line);
+      enterpriseTry = [
+        `npx parley history ${outcome.room} --oldest --limit 20  # the case, as the local admin (a member)`,
+        `npx parley audit chain ${outcome.answer}  # the credit hold: every hop back to maria`,
+      ];
+    } else out('enterprise  the case did not finish within 60 s (its lines follow as they come)');
+  } catch (err) {
+    out(
+      `enterprise  did not run: ${isParleyError(err) ? `${err.code}: ${err.message}` : (err as Error).message} (Parley itself runs)`,
+    );
+    await enterprise?.stop();
+    enterprise = undefined;
+  }
+  out();
+} else if (opts.demo) {
   const telemetry = standalone.telemetry;
   // The demo is a show on top of a running backbone: whatever goes wrong in it, the backbone stays.
   try {
@@ -183,6 +236,7 @@ const tryLines = [
         'npx parley usage --by room              # what the demo agents reported, by room',
       ]
     : []),
+  ...enterpriseTry,
   'npx parley room create "my room" --json  # then: npx parley send <room> hello',
 ];
 out('Try, in another terminal:');
