@@ -7,6 +7,7 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   type ApiParsedRequest,
+  type ApiResponse,
   type Grants,
   type governanceApi,
   isParleyError,
@@ -45,6 +46,23 @@ export function createGrants(deps: {
   }
 
   return {
+    /** An org's policy and its people's grants (an admin of the org, the superadmin, a service). */
+    async listGrants(
+      req: ApiParsedRequest<typeof governanceApi.listGrants>,
+      caller: string,
+    ): Promise<ApiResponse<typeof governanceApi.listGrants>> {
+      const org = req.org ?? (isServiceId(caller) ? undefined : (await deps.directory.human(caller)).org);
+      if (!org) throw new ParleyError('INVALID_ARGUMENT', 'name the org');
+      await requireAdmin(caller, org);
+      const grants: Grants[] = [];
+      for (const g of deps.store.allGrants()) {
+        if ((await deps.directory.find(g.participant))?.org === org) grants.push(g);
+      }
+      grants.sort((a, b) => a.participant.localeCompare(b.participant));
+      const policy = deps.store.orgPolicy(org);
+      return { org: org as OrgPolicy['org'], ...(policy ? { policy } : {}), grants };
+    },
+
     async setGrants(req: ApiParsedRequest<typeof governanceApi.setGrants>, caller: string): Promise<Grants> {
       const target = await deps.directory.human(req.participant);
       await requireAdmin(caller, target.org).catch((err) => {
