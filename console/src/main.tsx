@@ -10,6 +10,7 @@ import { AgentsPage } from './pages/agents';
 import { AsksPage } from './pages/asks';
 import { AuditPage } from './pages/audit';
 import { InboxPage } from './pages/inbox';
+import { OwnerRoomPage } from './pages/owner-room';
 import { RoomPage, RoomsPage } from './pages/rooms';
 import { SignIn } from './pages/signin';
 import { flash, me, needsInputCount, rooms, start, streamState, unread } from './state';
@@ -131,6 +132,9 @@ function Shell() {
           </Route>
           <Route path="/agents">
             <AgentsPage />
+          </Route>
+          <Route path="/agents/:agent/rooms/:room">
+            {(p) => <OwnerRoomPage agent={p.agent} room={p.room} key={`${p.agent}/${p.room}`} />}
           </Route>
           <Route path="/cost">
             <Suspense fallback={<p>Loading charts…</p>}>
