@@ -395,7 +395,7 @@ function KeysSection({ agent }: { agent: string }) {
         <h3>New API key</h3>
         <label for="key-label">Label</label>
         <input id="key-label" value={label} onInput={(e) => setLabel(e.currentTarget.value)} />
-        <label for="key-write">
+        <label for="key-write" class="check">
           <input
             id="key-write"
             type="checkbox"

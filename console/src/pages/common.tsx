@@ -55,6 +55,23 @@ function PartView({ p }: { p: Part }) {
   );
 }
 
+/** A membership or room change in words, from its data part (who joined, who paused the room…). */
+function systemLine(kind: string, parts: Part[]): string {
+  const d = parts.find((p) => p.type === 'data')?.data as
+    | { change?: string; member?: string; by?: string; role?: string; reason?: string }
+    | undefined;
+  if (!d?.change) return `${kind} change`;
+  const by = d.by ? nameOf(d.by) : 'someone';
+  if (kind === 'membership' && d.member) {
+    const who = nameOf(d.member);
+    if (d.change === 'joined')
+      return d.by && d.by !== d.member ? `${by} added ${who} (${d.role})` : `${who} joined`;
+    if (d.change === 'removed') return `${by} removed ${who}`;
+    return d.change === 'left' ? `${who} left` : `${who}: membership updated`;
+  }
+  return `Room ${d.change} by ${by}${d.reason ? `: ${d.reason}` : ''}`;
+}
+
 /** One message of a room, as a list item. */
 export function MessageView({
   e,
@@ -74,7 +91,7 @@ export function MessageView({
     const t = m.parts.find((p) => p.type === 'text');
     return (
       <li class="msg msg-system" data-seq={e.seq}>
-        {t && 'text' in t ? t.text : `${m.kind} change`}
+        {t && 'text' in t ? t.text : systemLine(m.kind, m.parts)}
       </li>
     );
   }
