@@ -5,7 +5,6 @@ import { useEffect } from 'preact/hooks';
 import { Link, Route, Router, Switch, useLocation } from 'wouter-preact';
 import { useHashLocation } from 'wouter-preact/use-hash-location';
 import { bearer, setBearer } from './api';
-import { AdminPage } from './pages/admin';
 import { AgentsPage } from './pages/agents';
 import { AsksPage } from './pages/asks';
 import { AuditPage } from './pages/audit';
@@ -18,6 +17,8 @@ import './style.css';
 
 // The charting library is most of the bundle: loaded when the cost page is first opened.
 const CostPage = lazy(() => import('./pages/cost').then((m) => ({ default: m.CostPage })));
+// The admin pages are for admins only: not in everyone's first load either.
+const AdminPage = lazy(() => import('./pages/admin').then((m) => ({ default: m.AdminPage })));
 
 function Nav() {
   const [loc] = useLocation();
@@ -143,7 +144,9 @@ function Shell() {
           </Route>
           <Route path="/audit/:of?">{(p) => <AuditPage of={p.of} />}</Route>
           <Route path="/admin">
-            <AdminPage />
+            <Suspense fallback={<p>Loading…</p>}>
+              <AdminPage />
+            </Suspense>
           </Route>
           <Route>
             <p>Nothing here. {rooms.value.length} rooms.</p>

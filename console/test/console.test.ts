@@ -398,6 +398,8 @@ describe('console in a browser', () => {
       // Reading did not make Ada a member.
       const members = (await coder.rooms.get(pair)).members.map((m) => m.id);
       assert.ok(!members.includes(adaId as never));
+      // The screenshot goes into the README: without the notice left from the previous step.
+      await page.locator('.flash').waitFor({ state: 'detached', timeout: 10_000 });
       await shoot(page, 'owner-room');
 
       // Anyone but the owner sees the refusal, and nothing of the room.

@@ -1,7 +1,7 @@
 /**
  * Who holds which scopes: a human's grants (`grants.<userId>`) and their org's policy
  * (`org.<orgId>`: scopes every member holds, scopes nobody may use). Only admins of the org (and
- * the superadmin, and services) set them; each change is audited (domain `policy`).
+ * the superadmin, and services) read and set them; each change is audited (domain `policy`).
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -27,7 +27,7 @@ import type { PolicyStore } from './policy-store.js';
 
 const SELF = serviceId('governance');
 
-/** Builds setGrants and setOrgPolicy. */
+/** Builds listGrants, setGrants and setOrgPolicy. */
 export function createGrants(deps: {
   nc: NatsConnection;
   js: JetStreamClient;
