@@ -490,7 +490,7 @@ describe('console in a browser', () => {
       .selectOption((await orgOption.getAttribute('value')) ?? '');
     await ap.locator('#admin-agent option', { hasText: 'coder' }).waitFor({ state: 'attached' });
     await ap.getByLabel('Keys and webhook of').selectOption(coderId);
-    await ap.getByLabel('Label').fill('nightly report');
+    await ap.getByLabel('Key label').fill('nightly report');
     await ap.getByRole('button', { name: 'Create API key' }).click();
     const key = (await ap.getByTestId('new-key').textContent()) ?? '';
     await ap.getByTestId('keys').getByText('nightly report').waitFor();
@@ -510,6 +510,8 @@ describe('console in a browser', () => {
     await ap.getByRole('button', { name: 'Set webhook' }).click();
     await ap.getByTestId('webhook-current').getByText('http://127.0.0.1:9/parley-hook').waitFor();
     await ap.getByTestId('webhook-secret').waitFor();
+    // The org's budgets, with what is spent (the one Ada set on the cost page).
+    await ap.locator(`[data-budget="${coderId}"]`).getByTestId('budget-percent').waitFor();
     await shoot(ap, 'admin');
     await ap.getByRole('button', { name: 'Remove webhook' }).click();
     await ap.getByText(/No webhook/).waitFor();

@@ -1,12 +1,13 @@
 /**
- * Admins: organisations, people, grants and org policy, the org's agents, and each agent's API keys
- * and outbound webhook. Everything goes through `/v1`, where the services decide who may (an admin
+ * Admins: organisations, people, grants and org policy, budgets of agents and owners, the org's
+ * agents, and each agent's API keys and outbound webhook. Everything goes through `/v1`, where the services decide who may (an admin
  * of the org; creating an org is the superadmin's; an agent's keys and webhook its owner's or an
  * admin's). A refusal is shown in the section it happened in, with the gateway's code.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { type AgentListing, ApiError, api } from '../api';
 import { me, nameOf, notify } from '../state';
+import { Budgets } from './budgets';
 
 interface Org {
   id: string;
@@ -301,6 +302,82 @@ function GrantsSection({ org, people }: { org: string; people: Human[] }) {
   );
 }
 
+function BudgetSection({ agents, people }: { agents: AgentListing[]; people: Human[] }) {
+  const [target, setTarget] = useState('');
+  const [tokens, setTokens] = useState('');
+  const [cost, setCost] = useState('');
+  const [onExceed, setOnExceed] = useState('suspend');
+  const [version, setVersion] = useState(0);
+  const s = useSection();
+  return (
+    <div class="admin-section">
+      <Budgets version={version} />
+      {s.error}
+      <form
+        class="inline"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const kind = target.startsWith('agt_') ? 'agent' : 'owner';
+          const ok = await s.run(
+            () =>
+              api('/v1/budgets', {
+                method: 'PUT',
+                body: {
+                  [kind]: target,
+                  onExceed,
+                  ...(tokens ? { tokensPerDay: Number(tokens) } : {}),
+                  ...(cost ? { costUsdPerDay: Number(cost) } : {}),
+                },
+              }),
+            'Budget set',
+          );
+          if (ok) setVersion((v) => v + 1);
+        }}
+      >
+        <h3>Set a daily budget</h3>
+        <label for="ab-target">For</label>
+        <select id="ab-target" value={target} onChange={(e) => setTarget(e.currentTarget.value)} required>
+          <option value="">choose…</option>
+          <optgroup label="An agent">
+            {agents.map((a) => (
+              <option key={a.agent.id} value={a.agent.id}>
+                {a.agent.card.name}
+              </option>
+            ))}
+          </optgroup>
+          <optgroup label="An owner (all their agents)">
+            {people.map((p) => (
+              <option key={p.id} value={p.id}>
+                {p.name}
+              </option>
+            ))}
+          </optgroup>
+        </select>
+        <label for="ab-tokens">Tokens per day</label>
+        <input
+          id="ab-tokens"
+          inputMode="numeric"
+          value={tokens}
+          onInput={(e) => setTokens(e.currentTarget.value)}
+        />
+        <label for="ab-cost">USD per day</label>
+        <input
+          id="ab-cost"
+          inputMode="decimal"
+          value={cost}
+          onInput={(e) => setCost(e.currentTarget.value)}
+        />
+        <label for="ab-exceed">When crossed</label>
+        <select id="ab-exceed" value={onExceed} onChange={(e) => setOnExceed(e.currentTarget.value)}>
+          <option value="suspend">suspend the agent(s)</option>
+          <option value="pause_room">pause the room</option>
+        </select>
+        <button type="submit">Set budget</button>
+      </form>
+    </div>
+  );
+}
+
 function KeysSection({ agent }: { agent: string }) {
   const [keys, setKeys] = useState<KeyInfo[]>([]);
   const [label, setLabel] = useState('');
@@ -393,7 +470,7 @@ function KeysSection({ agent }: { agent: string }) {
         }}
       >
         <h3>New API key</h3>
-        <label for="key-label">Label</label>
+        <label for="key-label">Key label</label>
         <input id="key-label" value={label} onInput={(e) => setLabel(e.currentTarget.value)} />
         <label for="key-write" class="check">
           <input
@@ -502,6 +579,76 @@ function WebhookSection({ agent }: { agent: string }) {
   );
 }
 
+interface HookInfo {
+  id: string;
+  room: string;
+  label: string;
+  createdAt: string;
+}
+
+function InboundHooksSection({ agent }: { agent: string }) {
+  const [hooks, setHooks] = useState<HookInfo[]>([]);
+  const [room, setRoom] = useState('');
+  const [label, setLabel] = useState('');
+  const [made, setMade] = useState<{ path: string; secret: string } | null>(null);
+  const s = useSection();
+  const load = () =>
+    s.run(() => api<{ hooks: HookInfo[] }>(`/v1/agents/${agent}/hooks`)).then((r) => r && setHooks(r.hooks));
+  useEffect(() => {
+    setMade(null);
+    if (agent) void load();
+  }, [agent]);
+  return (
+    <section class="admin-section" aria-labelledby="hooks-h">
+      <h2 id="hooks-h">Inbound webhooks of {nameOf(agent)}</h2>
+      {s.error}
+      {made ? (
+        <div class="secret" role="status">
+          <p>
+            POST to <code>{made.path}</code>, signed with this secret (shown once):{' '}
+            <code data-testid="hook-secret">{made.secret}</code>
+          </p>
+        </div>
+      ) : null}
+      {hooks.length ? (
+        <ul>
+          {hooks.map((h) => (
+            <li key={h.id}>
+              <code>{h.id}</code> {h.label ? `“${h.label}” ` : ''}posts to <code>{h.room}</code>
+            </li>
+          ))}
+        </ul>
+      ) : (
+        <p>No inbound webhook speaks as this agent.</p>
+      )}
+      <form
+        class="inline"
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const r = await s.run(
+            () =>
+              api<{ path: string; secret: string }>(`/v1/agents/${agent}/hooks`, {
+                body: { room: room.trim(), ...(label ? { label } : {}) },
+              }),
+            'Inbound webhook created',
+          );
+          if (r) {
+            setMade({ path: r.path, secret: r.secret });
+            await load();
+          }
+        }}
+      >
+        <h3>New inbound webhook</h3>
+        <label for="hook-room">Room it posts to (room id)</label>
+        <input id="hook-room" value={room} onInput={(e) => setRoom(e.currentTarget.value)} required />
+        <label for="hook-label">Hook label</label>
+        <input id="hook-label" value={label} onInput={(e) => setLabel(e.currentTarget.value)} />
+        <button type="submit">Create inbound webhook</button>
+      </form>
+    </section>
+  );
+}
+
 /** `/admin`. */
 export function AdminPage() {
   const [org, setOrg] = useState(me.value?.org ?? '');
@@ -570,8 +717,10 @@ export function AdminPage() {
           </select>
         </div>
       </section>
+      <BudgetSection agents={agents} people={people} />
       {agent ? <KeysSection agent={agent} /> : null}
       {agent ? <WebhookSection agent={agent} /> : null}
+      {agent ? <InboundHooksSection agent={agent} /> : null}
     </div>
   );
 }

@@ -14,6 +14,7 @@ import {
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type UsageRow } from '../api';
 import { myAgents, nameOf, rooms } from '../state';
+import { Budgets } from './budgets';
 import { act } from './common';
 
 Chart.register(
@@ -143,86 +144,6 @@ function UsageChart({ by, label }: { by: 'agent' | 'room' | 'day'; label: string
             ))}
           </tbody>
         </table>
-      ) : null}
-    </section>
-  );
-}
-
-interface BudgetStatus {
-  budget: { kind: 'agent' | 'owner'; id: string; onExceed: string };
-  limits: { limit: string; value: number; used: number; ratio: number; period: string }[];
-  exceeded: boolean;
-}
-
-const LIMIT_LABEL: Record<string, string> = {
-  tokensPerDay: 'tokens per day',
-  tokensPerMonth: 'tokens per month',
-  costUsdPerDay: 'USD per day',
-  costUsdPerMonth: 'USD per month',
-};
-
-/** Budgets the person may see, each limit with what was spent of it (used / limit, as a bar and in the table). */
-function Budgets({ version }: { version: number }) {
-  const [list, setList] = useState<BudgetStatus[] | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    api<{ budgets: BudgetStatus[] }>('/v1/budgets')
-      .then((r) => {
-        setList(r.budgets);
-        setError(null);
-      })
-      .catch((e: Error & { code?: string }) => setError(`${e.code ?? 'ERROR'}: ${e.message}`));
-  }, [version]);
-  const fmt = (limit: string, v: number) => (limit.startsWith('cost') ? v.toFixed(2) : String(v));
-  return (
-    <section aria-labelledby="budgets-h" class="budgets">
-      <h2 id="budgets-h">Budgets</h2>
-      {error ? (
-        <p class="section-error" role="alert">
-          {error}
-        </p>
-      ) : null}
-      {list && list.length === 0 ? <p>No budget is set for your agents.</p> : null}
-      {list?.length ? (
-        <div class="table-wrap">
-          <table data-testid="budgets">
-            <caption class="sr-only">Budgets and what was spent of them</caption>
-            <thead>
-              <tr>
-                <th scope="col">Budget of</th>
-                <th scope="col">Limit</th>
-                <th scope="col">Period (UTC)</th>
-                <th scope="col">Used</th>
-                <th scope="col">Limit value</th>
-                <th scope="col">Progress</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.flatMap((b) =>
-                b.limits.map((l) => {
-                  const label = `${nameOf(b.budget.id)} ${LIMIT_LABEL[l.limit] ?? l.limit}`;
-                  return (
-                    <tr key={`${b.budget.kind}.${b.budget.id}.${l.limit}`} data-budget={b.budget.id}>
-                      <th scope="row">
-                        {nameOf(b.budget.id)} <span class="muted">({b.budget.kind})</span>
-                      </th>
-                      <td>{LIMIT_LABEL[l.limit] ?? l.limit}</td>
-                      <td>{l.period}</td>
-                      <td>{fmt(l.limit, l.used)}</td>
-                      <td>{fmt(l.limit, l.value)}</td>
-                      <td>
-                        <progress max={1} value={Math.min(l.ratio, 1)} aria-label={label} />{' '}
-                        <span class={l.ratio > 1 ? 'over' : ''} data-testid="budget-percent">
-                          {Math.round(l.ratio * 100)}%{l.ratio > 1 ? ' — exceeded' : ''}
-                        </span>
-                      </td>
-                    </tr>
-                  );
-                }),
-              )}
-            </tbody>
-          </table>
-        </div>
       ) : null}
     </section>
   );

@@ -258,5 +258,22 @@ describe('gateway: owner view of agents’ rooms, budgets, admin routes', () => 
     assert.equal(bad.body.code, 'INVALID_ARGUMENT');
     const del = await http(base, `/v1/agents/${coderId}/webhook`, { method: 'DELETE', token: token.ada });
     assert.equal(del.body.deleted, true);
+
+    // Inbound hooks of the agent: made by its owner (the secret once), listed without it.
+    assert.equal(
+      (await http(base, `/v1/agents/${coderId}/hooks`, { token: token.bob, body: { room } })).body.code,
+      'PERMISSION_DENIED',
+    );
+    const inbound = await http(base, `/v1/agents/${coderId}/hooks`, {
+      token: token.ada,
+      body: { room, label: 'ci' },
+    });
+    assert.equal(inbound.status, 201, JSON.stringify(inbound.body));
+    const listed = await http(base, `/v1/agents/${coderId}/hooks`, { token: token.ada });
+    assert.deepEqual(
+      (listed.body.hooks as { label: string; room: string }[]).map((h) => [h.label, h.room]),
+      [['ci', room]],
+    );
+    assert.equal(JSON.stringify(listed.body).includes(String(inbound.body.secret)), false);
   });
 });
