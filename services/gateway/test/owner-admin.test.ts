@@ -72,7 +72,7 @@ describe('gateway: owner view of agents’ rooms, budgets, admin routes', () => 
     await parley?.destroy();
   });
 
-  it('the owner lists its agent’s rooms and reads one without joining; the read is audited', async () => {
+  it('the owner lists its agent’s rooms and reads one without joining; the read is audited', async (t) => {
     const list = await http(base, `/v1/agents/${coderId}/rooms`, { token: token.ada });
     assert.equal(list.status, 200, JSON.stringify(list.body));
     const rooms = list.body.rooms as { id: string; title: string; role: string }[];
@@ -96,6 +96,29 @@ describe('gateway: owner view of agents’ rooms, budgets, admin routes', () => 
     assert.equal(rec.target, coderId);
     assert.equal(rec.room, room);
     assert.equal(rec.data?.entries, entries.length);
+
+    // What the audited read costs next to a member's plain history read (reported, not asserted).
+    const key = await http(base, `/v1/agents/${coderId}/keys`, {
+      token: token.ada,
+      body: { label: 'bench' },
+    });
+    const timed = async (path: string, bearer: string) => {
+      const took: number[] = [];
+      for (let i = 0; i < 40; i++) {
+        const t0 = performance.now();
+        assert.equal((await http(base, path, { token: bearer })).status, 200);
+        took.push(performance.now() - t0);
+      }
+      took.sort((a, b) => a - b);
+      return `p50 ${took[19]?.toFixed(1)} ms, p90 ${took[35]?.toFixed(1)} ms`;
+    };
+    t.diagnostic(
+      `owner read ${await timed(`/v1/agents/${coderId}/rooms/${room}?limit=10`, token.ada)}; member history ${await timed(`/v1/rooms/${room}/messages?limit=10`, String(key.body.key))}`,
+    );
+    await http(base, `/v1/keys/${(key.body.info as { id: string }).id}`, {
+      method: 'DELETE',
+      token: token.ada,
+    });
 
     // Reading did not make Ada a member: the member routes still refuse her.
     const asMember = await http(base, `/v1/rooms/${room}`, { token: token.ada });
@@ -216,7 +239,9 @@ describe('gateway: owner view of agents’ rooms, budgets, admin routes', () => 
     assert.equal(me.body.id, coderId, 'the key acts as the agent');
     const keys = await http(base, `/v1/agents/${coderId}/keys`, { token: token.ada });
     assert.deepEqual(
-      (keys.body.keys as { label: string; scopes: string[] }[]).map((k) => [k.label, k.scopes]),
+      (keys.body.keys as { label: string; scopes: string[]; revokedAt?: string }[])
+        .filter((k) => !k.revokedAt)
+        .map((k) => [k.label, k.scopes]),
       [['ci', ['read']]],
     );
     assert.equal(JSON.stringify(keys.body).includes(key.split('.')[1] as string), false, 'no secret listed');
