@@ -8,6 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { type AgentListing, ApiError, api } from '../api';
 import { me, nameOf, notify } from '../state';
 import { Budgets } from './budgets';
+import { TableWrap } from './common';
 
 interface Org {
   id: string;
@@ -131,7 +132,7 @@ function PeopleSection({ org, people, reload }: { org: string; people: Human[]; 
     <section class="admin-section" aria-labelledby="people-h">
       <h2 id="people-h">People ({people.length})</h2>
       {s.error}
-      <div class="table-wrap">
+      <TableWrap label={`People of ${org}`}>
         <table>
           <caption class="sr-only">People of {org}</caption>
           <thead>
@@ -155,7 +156,7 @@ function PeopleSection({ org, people, reload }: { org: string; people: Human[]; 
             ))}
           </tbody>
         </table>
-      </div>
+      </TableWrap>
       <form
         class="inline"
         onSubmit={async (e) => {
@@ -220,7 +221,7 @@ function GrantsSection({ org, people }: { org: string; people: Human[] }) {
         Every person of the org holds: <code>{policy?.grants.join(', ') || '—'}</code>. Nobody may use:{' '}
         <code>{policy?.deny.join(', ') || '—'}</code>.
       </p>
-      <div class="table-wrap">
+      <TableWrap label={`Scopes granted to people`}>
         <table data-testid="grants">
           <caption class="sr-only">Scopes granted to people</caption>
           <thead>
@@ -244,7 +245,7 @@ function GrantsSection({ org, people }: { org: string; people: Human[] }) {
             ))}
           </tbody>
         </table>
-      </div>
+      </TableWrap>
       <form
         class="inline"
         onSubmit={async (e) => {
@@ -402,7 +403,7 @@ function KeysSection({ agent }: { agent: string }) {
           </p>
         </div>
       ) : null}
-      <div class="table-wrap">
+      <TableWrap label={`API keys`}>
         <table data-testid="keys">
           <caption class="sr-only">API keys</caption>
           <thead>
@@ -446,7 +447,7 @@ function KeysSection({ agent }: { agent: string }) {
             ))}
           </tbody>
         </table>
-      </div>
+      </TableWrap>
       <form
         class="inline"
         onSubmit={async (e) => {
@@ -681,7 +682,7 @@ export function AdminPage() {
       <GrantsSection org={org} people={people} />
       <section class="admin-section" aria-labelledby="agents-h">
         <h2 id="agents-h">Agents of the org ({agents.length})</h2>
-        <div class="table-wrap">
+        <TableWrap label={`Agents of the org`}>
           <table>
             <caption class="sr-only">Agents of the org</caption>
             <thead>
@@ -705,7 +706,7 @@ export function AdminPage() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
         <div class="inline">
           <label for="admin-agent">Keys and webhook of</label>
           <select id="admin-agent" value={agent} onChange={(e) => setAgent(e.currentTarget.value)}>

@@ -2,6 +2,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api';
 import { nameOf } from '../state';
+import { TableWrap } from './common';
 
 interface BudgetStatus {
   budget: { kind: 'agent' | 'owner'; id: string; onExceed: string };
@@ -39,7 +40,7 @@ export function Budgets({ version }: { version: number }) {
       ) : null}
       {list && list.length === 0 ? <p>No budget you may see is set.</p> : null}
       {list?.length ? (
-        <div class="table-wrap">
+        <TableWrap label={`Budgets and what was spent of them`}>
           <table data-testid="budgets">
             <caption class="sr-only">Budgets and what was spent of them</caption>
             <thead>
@@ -77,7 +78,7 @@ export function Budgets({ version }: { version: number }) {
               )}
             </tbody>
           </table>
-        </div>
+        </TableWrap>
       ) : null}
     </section>
   );

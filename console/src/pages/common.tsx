@@ -1,4 +1,5 @@
 /** Pieces the pages share: a message as it is shown (text, handoff card, data, files; untrusted marked), errors as notices. */
+import type { ComponentChildren } from 'preact';
 import { ApiError, type Entry, HANDOFF_MEDIA_TYPE, type Handoff, type Part } from '../api';
 import { nameOf, notify } from '../state';
 
@@ -132,5 +133,15 @@ export function MessageView({
         ) : null}
       </div>
     </li>
+  );
+}
+
+/** A table that scrolls sideways on a narrow screen: a labelled region reachable by keyboard (axe scrollable-region-focusable). */
+export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard to scroll it
+    <section class="table-wrap" aria-label={label} tabIndex={0}>
+      {children}
+    </section>
   );
 }
