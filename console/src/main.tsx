@@ -5,11 +5,11 @@ import { useEffect } from 'preact/hooks';
 import { Link, Route, Router, Switch, useLocation } from 'wouter-preact';
 import { useHashLocation } from 'wouter-preact/use-hash-location';
 import { bearer, setBearer } from './api';
-import { AdminPage } from './pages/admin';
 import { AgentsPage } from './pages/agents';
 import { AsksPage } from './pages/asks';
 import { AuditPage } from './pages/audit';
 import { InboxPage } from './pages/inbox';
+import { OwnerRoomPage } from './pages/owner-room';
 import { RoomPage, RoomsPage } from './pages/rooms';
 import { SignIn } from './pages/signin';
 import { flash, me, needsInputCount, rooms, start, streamState, unread } from './state';
@@ -17,6 +17,8 @@ import './style.css';
 
 // The charting library is most of the bundle: loaded when the cost page is first opened.
 const CostPage = lazy(() => import('./pages/cost').then((m) => ({ default: m.CostPage })));
+// The admin pages are for admins only: not in everyone's first load either.
+const AdminPage = lazy(() => import('./pages/admin').then((m) => ({ default: m.AdminPage })));
 
 function Nav() {
   const [loc] = useLocation();
@@ -132,6 +134,9 @@ function Shell() {
           <Route path="/agents">
             <AgentsPage />
           </Route>
+          <Route path="/agents/:agent/rooms/:room">
+            {(p) => <OwnerRoomPage agent={p.agent} room={p.room} key={`${p.agent}/${p.room}`} />}
+          </Route>
           <Route path="/cost">
             <Suspense fallback={<p>Loading charts…</p>}>
               <CostPage />
@@ -139,7 +144,9 @@ function Shell() {
           </Route>
           <Route path="/audit/:of?">{(p) => <AuditPage of={p.of} />}</Route>
           <Route path="/admin">
-            <AdminPage />
+            <Suspense fallback={<p>Loading…</p>}>
+              <AdminPage />
+            </Suspense>
           </Route>
           <Route>
             <p>Nothing here. {rooms.value.length} rooms.</p>

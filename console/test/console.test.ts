@@ -19,6 +19,7 @@ import type { Agent } from '@parley/sdk';
 import {
   codeOf,
   connectAdmin,
+  connectService,
   connectTo,
   createAgent,
   createOrg,
@@ -28,6 +29,7 @@ import {
 } from '@parley/test/harness';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { startIssuer, type TestIssuer } from '../../services/gateway/test/helpers.js';
+import { auditRecords } from '../../test/integration/fixtures/governance.js';
 import { consoleRoot, ensureConsoleBuilt } from '../scripts/ensure-built.mjs';
 
 const SHOTS = join(consoleRoot, '..', 'test-results', 'console');
@@ -109,6 +111,7 @@ describe('console in a browser', () => {
         PARLEY_OIDC_ISSUER: issuer.issuer,
         PARLEY_OIDC_AUDIENCE: AUD,
         PARLEY_OIDC_JWKS_COOLDOWN_S: '0',
+        PARLEY_WEBHOOK_ALLOW_PRIVATE: '127.0.0.1',
       },
     });
     const admin = await connectAdmin(parley);
@@ -367,10 +370,56 @@ describe('console in a browser', () => {
     await page.getByRole('link', { name: /prior art/ }).waitFor();
   });
 
+  it('the owner opens a room its agent is in read-only, sees its messages, and the read is audited', async () => {
+    // A room of Ada's two agents that Ada is not in.
+    const r = await createAgent(ada, { name: 'reviewer', runtime: 'codex' });
+    const reviewer = await connectTo(parley, r.creds);
+    const svc = await connectService(parley);
+    try {
+      const pair = (await coder.rooms.create('pair review', { members: [r.agent.id] })).id;
+      await coder.rooms.room(pair).send('Please review the rounding helper.');
+      await reviewer.rooms.room(pair).send('Looks right; one test is missing.');
+      await page.goto(`${parley.httpUrl}/#/agents`);
+      const row = page.locator(`[data-agent="${coderId}"]`);
+      await row.getByRole('link', { name: 'pair review', exact: true }).click();
+      await page.getByRole('heading', { name: 'pair review' }).waitFor();
+      await page.getByTestId('readonly-banner').getByText('Read-only.').waitFor();
+      await page.getByText('Looks right; one test is missing.').waitFor();
+      await page.getByText('Please review the rounding helper.').waitFor();
+      assert.equal(await page.getByLabel('Message', { exact: true }).count(), 0, 'no composer');
+      assert.equal(await page.getByRole('button', { name: 'Send' }).count(), 0, 'no send button');
+      const auditId = (await page.getByTestId('audit-id').textContent()) ?? '';
+      const record = (await auditRecords(svc, 'access')).find((x) => x.id === auditId);
+      assert.ok(record, `the audit record ${auditId} the page names exists`);
+      assert.deepEqual(
+        [record.action, record.actor, record.target, record.room],
+        ['room.owner_read', adaId, coderId, pair],
+      );
+      // Reading did not make Ada a member.
+      const members = (await coder.rooms.get(pair)).members.map((m) => m.id);
+      assert.ok(!members.includes(adaId as never));
+      // The screenshot goes into the README: without the notice left from the previous step.
+      await page.locator('.flash').waitFor({ state: 'detached', timeout: 10_000 });
+      await shoot(page, 'owner-room');
+
+      // Anyone but the owner sees the refusal, and nothing of the room.
+      const other = await signedIn(carolId);
+      await other.page.goto(`${parley.httpUrl}/#/agents/${coderId}/rooms/${pair}`);
+      await other.page
+        .getByRole('alert')
+        .getByText(/PERMISSION_DENIED/)
+        .waitFor();
+      assert.equal(await other.page.getByText('Looks right; one test is missing.').count(), 0);
+      await other.ctx.close();
+    } finally {
+      await Promise.allSettled([reviewer.close(), svc.close()]);
+    }
+  });
+
   it('suspending an agent makes its next send fail with SUSPENDED; resuming lets it send', async () => {
     await page.goto(`${parley.httpUrl}/#/agents`);
     const row = page.locator(`[data-agent="${coderId}"]`);
-    await row.getByRole('link', { name: 'invoice rounding' }).waitFor();
+    await row.getByRole('link', { name: 'invoice rounding', exact: true }).waitFor();
     await row.getByLabel('Reason').fill('runaway loop in the rounding room');
     await row.getByRole('button', { name: 'Suspend' }).click();
     await row.getByTestId('status').getByText('suspended').waitFor();
@@ -401,6 +450,19 @@ describe('console in a browser', () => {
 
     await page.goto(`${parley.httpUrl}/#/cost`);
     await page.getByRole('img', { name: /By agent: 1 rows/ }).waitFor();
+    // A budget set on the page shows how much of it is spent (15,000 tokens were reported so far)…
+    await page.getByLabel('Agent', { exact: true }).selectOption(coderId);
+    await page.getByLabel('Tokens per day').fill('100000');
+    await page.getByRole('button', { name: 'Set budget' }).click();
+    const budget = page.locator(`[data-budget="${coderId}"]`);
+    await budget.getByTestId('budget-percent').getByText('15%').waitFor();
+    await budget.getByText('15000', { exact: true }).waitFor();
+    // …and moves when more usage is reported.
+    await coder.usage.report({ model: 'claude-sonnet-4-5', inputTokens: 4000, outputTokens: 1000, room });
+    await page.reload();
+    await budget.getByTestId('budget-percent').getByText('20%').waitFor();
+    assert.equal(await budget.getByRole('progressbar').getAttribute('value'), '0.2');
+    await page.getByRole('img', { name: /By agent: 1 rows/ }).waitFor();
     await shoot(page, 'cost');
 
     // The chain is for its participants (and admins): Ada's own message, which she started.
@@ -409,10 +471,50 @@ describe('console in a browser', () => {
     await page.getByTestId('audit-origin').getByText(adaId).waitFor();
     await shoot(page, 'audit');
 
+    // Someone who is not an admin has no Admin link, and the page shows the refusals it gets.
+    assert.equal(await page.getByRole('link', { name: 'Admin' }).count(), 0);
+    await page.goto(`${parley.httpUrl}/#/admin`);
+    await page.getByTestId('section-error').filter({ hasText: 'PERMISSION_DENIED' }).first().waitFor();
+
+    // An agent nobody runs, for the webhook (a webhook worker reads the agent's inbox itself).
+    const notifier = (await createAgent(ada, { name: 'notifier', runtime: 'bridge' })).agent.id;
     const admin = await signedIn(parley.home.state.admin.id);
-    await admin.page.getByRole('link', { name: 'Admin' }).click();
-    await admin.page.getByRole('heading', { name: /Agents of the org/ }).waitFor();
-    await shoot(admin.page, 'admin');
+    const ap = admin.page;
+    await ap.getByRole('link', { name: 'Admin' }).click();
+    await ap.getByRole('heading', { name: /Agents of the org/ }).waitFor();
+    // The superadmin picks Ada's org and the coder, then makes an API key and a webhook on the page.
+    const orgOption = ap.locator('#org-pick option', { hasText: 'console-org' });
+    await orgOption.waitFor({ state: 'attached' });
+    await ap
+      .getByLabel('Organisation', { exact: true })
+      .selectOption((await orgOption.getAttribute('value')) ?? '');
+    await ap.locator('#admin-agent option', { hasText: 'coder' }).waitFor({ state: 'attached' });
+    await ap.getByLabel('Keys and webhook of').selectOption(coderId);
+    await ap.getByLabel('Key label').fill('nightly report');
+    await ap.getByRole('button', { name: 'Create API key' }).click();
+    const key = (await ap.getByTestId('new-key').textContent()) ?? '';
+    await ap.getByTestId('keys').getByText('nightly report').waitFor();
+    const meAsKey = await fetch(`${parley.httpUrl}/v1/me`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal(
+      ((await meAsKey.json()) as { id: string }).id,
+      coderId,
+      'the key made on the page acts as the agent',
+    );
+    // A refused webhook URL shows its error in the section; an allowed one is set.
+    await ap.getByLabel('Keys and webhook of').selectOption(notifier);
+    await ap.getByRole('heading', { name: 'Outbound webhook of notifier' }).waitFor();
+    await ap.getByLabel('URL').fill('http://10.0.0.1/hook');
+    await ap.getByRole('button', { name: 'Set webhook' }).click();
+    await ap.getByTestId('section-error').filter({ hasText: 'PERMISSION_DENIED' }).waitFor();
+    await ap.getByLabel('URL').fill('http://127.0.0.1:9/parley-hook');
+    await ap.getByRole('button', { name: 'Set webhook' }).click();
+    await ap.getByTestId('webhook-current').getByText('http://127.0.0.1:9/parley-hook').waitFor();
+    await ap.getByTestId('webhook-secret').waitFor();
+    // The org's budgets, with what is spent (the one Ada set on the cost page).
+    await ap.locator(`[data-budget="${coderId}"]`).getByTestId('budget-percent').waitFor();
+    await shoot(ap, 'admin');
+    await ap.getByRole('button', { name: 'Remove webhook' }).click();
+    await ap.getByText(/No webhook/).waitFor();
     await admin.ctx.close();
   });
 

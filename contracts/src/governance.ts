@@ -230,6 +230,26 @@ export const Budget = named(
 );
 export type Budget = z.infer<typeof Budget>;
 
+/** One limit of a budget against what was spent in its period (the current UTC day or month). */
+export const BudgetLimitStatus = named(
+  'BudgetLimitStatus',
+  z.object({
+    limit: z.enum(['tokensPerDay', 'tokensPerMonth', 'costUsdPerDay', 'costUsdPerMonth']),
+    value: z.number().describe('The limit.'),
+    used: z.number().describe('Spent in the current period: tokens (in + out) or USD.'),
+    ratio: z.number().min(0).describe('used / value: 1 or more means the budget is exceeded.'),
+    period: z.string().describe('The UTC day (YYYY-MM-DD) or month (YYYY-MM) it counts.'),
+  }),
+);
+export type BudgetLimitStatus = z.infer<typeof BudgetLimitStatus>;
+
+/** A budget and how close each of its limits is. */
+export const BudgetStatus = named(
+  'BudgetStatus',
+  z.object({ budget: Budget, limits: z.array(BudgetLimitStatus), exceeded: z.boolean() }),
+);
+export type BudgetStatus = z.infer<typeof BudgetStatus>;
+
 /** An issued delegation token (`delegation.token.<jti>`): who may revoke it, and the audit chain. */
 export const TokenRecord = named(
   'TokenRecord',
@@ -624,6 +644,38 @@ export const governanceApi = {
         }),
     ),
     response: Budget,
+  }),
+  budgets: defineApi({
+    service: 'governance',
+    method: 'budgets',
+    effect: 'read',
+    summary:
+      'The budgets the caller may see — of its own agents and of itself; an admin: of its org’s agents and people; the superadmin: all — each with what was spent of every limit in the current UTC day and month.',
+    access: 'human',
+    request: named(
+      'BudgetsRequest',
+      z.object({
+        agent: AgentId.optional().describe('Only this agent’s budget.'),
+        owner: UserId.optional().describe('Only budgets of this owner: its own and its agents’.'),
+      }),
+    ),
+    response: named('BudgetsResponse', z.object({ budgets: z.array(BudgetStatus) })),
+  }),
+  listGrants: defineApi({
+    service: 'governance',
+    method: 'listGrants',
+    effect: 'read',
+    summary:
+      'An organisation’s delegation policy and the scopes each of its people was granted (an admin of the org, or the superadmin).',
+    access: 'human',
+    request: named(
+      'ListGrantsRequest',
+      z.object({ org: OrgId.optional().describe('Unset: the caller’s organisation.') }),
+    ),
+    response: named(
+      'ListGrantsResponse',
+      z.object({ org: OrgId, policy: OrgPolicy.optional(), grants: z.array(Grants) }),
+    ),
   }),
   usage: defineApi({
     service: 'governance',

@@ -104,7 +104,7 @@ export const channels: ChannelDefinition[] = [
     action: 'receive',
     payload: AuditRecord,
     parameters: {
-      domain: 'policy, delegation, tool, membership, consent, suspension, credentials, delivery',
+      domain: 'policy, delegation, tool, membership, consent, suspension, credentials, delivery, access',
     },
   },
   {

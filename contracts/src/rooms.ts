@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { defineApi } from './api.js';
-import { MessageId, ParticipantId, PrincipalId, RoomId } from './ids.js';
+import { AgentId, MessageId, ParticipantId, PrincipalId, RoomId } from './ids.js';
 import { limits } from './limits.js';
 import { Provenance, RoomMessage } from './messages.js';
 import { named } from './registry-of-schemas.js';
@@ -136,6 +136,14 @@ const Cursor = z.string().max(200).describe('Opaque; pass it back to get the nex
 export const HistoryEntry = named('HistoryEntry', z.object({ seq: z.int().min(1), message: RoomMessage }));
 export type HistoryEntry = z.infer<typeof HistoryEntry>;
 
+/** `rooms.history`'s paging fields, shared by the owner's read (`rooms.ownerRead`). */
+const HistoryPaging = {
+  order: z.enum(['newest', 'oldest']).default('newest'),
+  before: z.int().min(1).optional().describe('Only entries with seq < before.'),
+  after: z.int().min(0).optional().describe('Only entries with seq > after.'),
+  limit: z.int().min(1).max(limits.maxPageSize).default(50),
+};
+
 /** The rooms service's API. */
 export const roomsApi = {
   create: defineApi({
@@ -239,20 +247,52 @@ export const roomsApi = {
     effect: 'read',
     summary: 'A page of a room’s log (members only), newest or oldest first.',
     access: 'participant',
-    request: named(
-      'HistoryRequest',
-      RoomRef().extend({
-        order: z.enum(['newest', 'oldest']).default('newest'),
-        before: z.int().min(1).optional().describe('Only entries with seq < before.'),
-        after: z.int().min(0).optional().describe('Only entries with seq > after.'),
-        limit: z.int().min(1).max(limits.maxPageSize).default(50),
-      }),
-    ),
+    request: named('HistoryRequest', RoomRef().extend(HistoryPaging)),
     response: named(
       'HistoryResponse',
       z.object({
         entries: z.array(HistoryEntry),
         more: z.boolean().describe('True when more entries exist in the same direction.'),
+      }),
+    ),
+  }),
+  ownerRooms: defineApi({
+    service: 'rooms',
+    method: 'ownerRooms',
+    effect: 'read',
+    summary:
+      'The rooms one of the caller’s agents is a member of (the agent’s owner only: not an admin, not anyone else), with the agent’s role in each.',
+    access: 'human',
+    request: named(
+      'OwnerRoomsRequest',
+      z.object({
+        agent: AgentId,
+        includeClosed: z.boolean().default(false),
+        limit: z.int().min(1).max(limits.maxPageSize).default(50),
+        cursor: Cursor.optional(),
+      }),
+    ),
+    response: named(
+      'OwnerRoomsResponse',
+      z.object({ agent: AgentId, rooms: z.array(RoomSummary), next: Cursor.optional() }),
+    ),
+  }),
+  ownerRead: defineApi({
+    service: 'rooms',
+    method: 'ownerRead',
+    effect: 'read',
+    summary:
+      'Read-only view of a room one of the caller’s agents is in, without joining (the agent’s owner only): the room and a page of its history as the agent sees it. Every read is an audit record (domain `access`, action `room.owner_read`) written before the page is returned.',
+    access: 'human',
+    request: named('OwnerReadRequest', RoomRef().extend({ agent: AgentId, ...HistoryPaging })),
+    response: named(
+      'OwnerReadResponse',
+      z.object({
+        agent: AgentId,
+        room: Room,
+        entries: z.array(HistoryEntry),
+        more: z.boolean().describe('True when more entries exist in the same direction.'),
+        audit: z.string().describe('The id of the audit record this read wrote.'),
       }),
     ),
   }),

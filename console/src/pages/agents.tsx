@@ -1,6 +1,6 @@
-/** My agents: inventory with presence and activity, cards, scopes, tools; suspend/resume (kill switch), rotate/revoke credentials, create an agent, connect instructions. */
+/** My agents: inventory with presence and activity, cards, scopes, tools, the rooms each is in (opened read-only, audited); suspend/resume (kill switch), rotate/revoke credentials, create an agent, connect instructions. */
 import { useEffect, useState } from 'preact/hooks';
-import { type AgentListing, api, type Room } from '../api';
+import { type AgentListing, api, type Room, type RoomSummary } from '../api';
 import { loadAgents, me, myAgents, rooms } from '../state';
 import { act } from './common';
 
@@ -20,6 +20,14 @@ function AgentRow({ a, shared }: { a: AgentListing; shared: Room[] }) {
   const c = a.agent.card;
   const suspended = a.agent.status === 'suspended';
   const need = (what: string) => reason.trim() || `${what} from the console by ${me.value?.id}`;
+  // Every room the agent is in (the owner's view, from the rooms service), not only the shared ones.
+  const [inRooms, setInRooms] = useState<RoomSummary[] | null>(null);
+  const [roomsError, setRoomsError] = useState<string | null>(null);
+  useEffect(() => {
+    api<{ rooms: RoomSummary[] }>(`/v1/agents/${id}/rooms?limit=100`)
+      .then((r) => setInRooms(r.rooms))
+      .catch((e: Error & { code?: string }) => setRoomsError(`${e.code ?? 'ERROR'}: ${e.message}`));
+  }, [id]);
   return (
     <li class="agent" data-testid="agent" data-agent={id}>
       <header>
@@ -44,16 +52,36 @@ function AgentRow({ a, shared }: { a: AgentListing; shared: Room[] }) {
         <dd>{c.tools?.join(', ') || '—'}</dd>
         <dt>Scopes</dt>
         <dd>{c.scopes?.join(', ') || '—'}</dd>
-        <dt>Rooms you share</dt>
-        <dd>
-          {shared.length
-            ? shared.map((r, i) => (
-                <span key={r.id}>
-                  {i ? ', ' : ''}
-                  <a href={`#/rooms/${r.id}`}>{r.title}</a>
-                </span>
-              ))
-            : '—'}
+        <dt>Rooms it is in</dt>
+        <dd data-testid="agent-rooms">
+          {roomsError ? (
+            <span class="error" role="alert">
+              {roomsError}
+            </span>
+          ) : inRooms === null ? (
+            'loading…'
+          ) : inRooms.length ? (
+            <ul class="plain">
+              {inRooms.map((r) => (
+                <li key={r.id}>
+                  <a href={`#/agents/${id}/rooms/${r.id}`}>{r.title}</a>{' '}
+                  <span class="muted">
+                    ({r.role}, {r.memberCount} members, read-only)
+                  </span>
+                  {shared.some((x) => x.id === r.id) ? (
+                    <>
+                      {' · '}
+                      <a href={`#/rooms/${r.id}`} aria-label={`${r.title}: open as a member`}>
+                        open as a member
+                      </a>
+                    </>
+                  ) : null}
+                </li>
+              ))}
+            </ul>
+          ) : (
+            '—'
+          )}
         </dd>
       </dl>
       <div class="inline">

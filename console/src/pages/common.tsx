@@ -1,4 +1,5 @@
 /** Pieces the pages share: a message as it is shown (text, handoff card, data, files; untrusted marked), errors as notices. */
+import type { ComponentChildren } from 'preact';
 import { ApiError, type Entry, HANDOFF_MEDIA_TYPE, type Handoff, type Part } from '../api';
 import { nameOf, notify } from '../state';
 
@@ -55,6 +56,23 @@ function PartView({ p }: { p: Part }) {
   );
 }
 
+/** A membership or room change in words, from its data part (who joined, who paused the room…). */
+function systemLine(kind: string, parts: Part[]): string {
+  const d = parts.find((p) => p.type === 'data')?.data as
+    | { change?: string; member?: string; by?: string; role?: string; reason?: string }
+    | undefined;
+  if (!d?.change) return `${kind} change`;
+  const by = d.by ? nameOf(d.by) : 'someone';
+  if (kind === 'membership' && d.member) {
+    const who = nameOf(d.member);
+    if (d.change === 'joined')
+      return d.by && d.by !== d.member ? `${by} added ${who} (${d.role})` : `${who} joined`;
+    if (d.change === 'removed') return `${by} removed ${who}`;
+    return d.change === 'left' ? `${who} left` : `${who}: membership updated`;
+  }
+  return `Room ${d.change} by ${by}${d.reason ? `: ${d.reason}` : ''}`;
+}
+
 /** One message of a room, as a list item. */
 export function MessageView({
   e,
@@ -74,7 +92,7 @@ export function MessageView({
     const t = m.parts.find((p) => p.type === 'text');
     return (
       <li class="msg msg-system" data-seq={e.seq}>
-        {t && 'text' in t ? t.text : `${m.kind} change`}
+        {t && 'text' in t ? t.text : systemLine(m.kind, m.parts)}
       </li>
     );
   }
@@ -115,5 +133,15 @@ export function MessageView({
         ) : null}
       </div>
     </li>
+  );
+}
+
+/** A table that scrolls sideways on a narrow screen: a labelled region reachable by keyboard (axe scrollable-region-focusable). */
+export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard to scroll it
+    <section class="table-wrap" aria-label={label} tabIndex={0}>
+      {children}
+    </section>
   );
 }

@@ -1,4 +1,4 @@
-/** Cost: usage and cost by agent, room and day as charts (Chart.js), over the last 30 days; a budget form for one's agents. */
+/** Cost: usage and cost by agent, room and day as charts (Chart.js), over the last 30 days; budgets and how close each is; a budget form for one's agents. */
 import {
   BarController,
   BarElement,
@@ -14,6 +14,7 @@ import {
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type UsageRow } from '../api';
 import { myAgents, nameOf, rooms } from '../state';
+import { Budgets } from './budgets';
 import { act } from './common';
 
 Chart.register(
@@ -148,7 +149,7 @@ function UsageChart({ by, label }: { by: 'agent' | 'room' | 'day'; label: string
   );
 }
 
-function BudgetForm() {
+function BudgetForm({ onSet }: { onSet: () => void }) {
   const [agent, setAgent] = useState('');
   const [cost, setCost] = useState('');
   const [tokens, setTokens] = useState('');
@@ -168,7 +169,9 @@ function BudgetForm() {
               },
             }),
           'Budget set',
-        );
+        ).then((ok) => {
+          if (ok) onSet();
+        });
       }}
     >
       <h2>Set a daily budget</h2>
@@ -202,6 +205,7 @@ function BudgetForm() {
 
 /** `/cost`. */
 export function CostPage() {
+  const [version, setVersion] = useState(0);
   return (
     <div class="page">
       <h1>Cost (last 30 days)</h1>
@@ -210,7 +214,8 @@ export function CostPage() {
         <UsageChart by="agent" label="By agent" />
         <UsageChart by="room" label="By room" />
       </div>
-      <BudgetForm />
+      <Budgets version={version} />
+      <BudgetForm onSet={() => setVersion((v) => v + 1)} />
     </div>
   );
 }

@@ -2,7 +2,8 @@
  * Routes the console needs beyond the SDK's shapes, over existing NATS APIs with the same
  * authentication and refusals as every other `/v1` route: pause and resume a room (the kill switch
  * for a room), create an agent (its credentials are in the answer, once), rotate and revoke an
- * agent's credentials, set a budget.
+ * agent's credentials, set and read budgets, and the owner's audited read-only view of the rooms
+ * its agents are in.
  */
 import { governanceApi, registryApi, roomsApi } from '@parley/contracts';
 import type { RestRoute } from './routes.js';
@@ -11,6 +12,12 @@ const obj = (body: unknown): Record<string, unknown> =>
   typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
 const ROOM = { name: 'room', in: 'path', description: 'Room id (room_…).', type: 'string' } as const;
 const AGENT = { name: 'agent', in: 'path', description: 'Agent id (agt_…).', type: 'string' } as const;
+const q = (name: string, description: string, type: 'string' | 'integer' | 'boolean' = 'string') =>
+  ({ name, in: 'query', description, type }) as const;
+const num = (v: string | undefined): number | string | undefined =>
+  v === undefined ? undefined : /^-?\d+$/.test(v) ? Number(v) : v;
+const defined = (o: Record<string, unknown>) =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
 /** Omits the path-supplied fields from a contract request (the body of the route). */
 function bodyOf(schema: unknown, field: string) {
@@ -92,5 +99,70 @@ export const consoleRoutes: RestRoute[] = [
     body: governanceApi.setBudget.request,
     response: governanceApi.setBudget.response,
     request: ({ body }) => body,
+  },
+  {
+    method: 'GET',
+    url: '/v1/budgets',
+    summary:
+      'Budgets the caller may see (its agents’ and its own; an admin: its org’s), each limit with what was spent of it in the current UTC day or month.',
+    tag: 'governance',
+    scope: 'read',
+    params: [
+      q('agent', 'Only this agent’s budget.'),
+      q('owner', 'Only budgets of this owner and its agents.'),
+    ],
+    api: governanceApi.budgets,
+    response: governanceApi.budgets.response,
+    request: ({ query }) => defined({ agent: query.agent, owner: query.owner }),
+  },
+  {
+    method: 'GET',
+    url: '/v1/agents/:agent/rooms',
+    summary:
+      'The rooms one of your agents is in (its owner only), with its role in each: what the owner may open read-only.',
+    tag: 'rooms',
+    scope: 'read',
+    params: [
+      AGENT,
+      q('includeClosed', 'Include closed rooms.', 'boolean'),
+      q('limit', 'Page size.', 'integer'),
+      q('cursor', 'From a previous page’s `next`.'),
+    ],
+    api: roomsApi.ownerRooms,
+    response: roomsApi.ownerRooms.response,
+    request: ({ params, query }) =>
+      defined({
+        agent: params.agent,
+        includeClosed: query.includeClosed === undefined ? undefined : query.includeClosed === 'true',
+        limit: num(query.limit),
+        cursor: query.cursor,
+      }),
+  },
+  {
+    method: 'GET',
+    url: '/v1/agents/:agent/rooms/:room',
+    summary:
+      'Read-only view of a room one of your agents is in, without joining (its owner only): the room and a page of its history as the agent sees it. Every read is audited (domain access, action room.owner_read); the answer names the audit record.',
+    tag: 'rooms',
+    scope: 'read',
+    params: [
+      AGENT,
+      ROOM,
+      q('order', 'newest (default) or oldest first.'),
+      q('before', 'Only entries with seq < before.', 'integer'),
+      q('after', 'Only entries with seq > after.', 'integer'),
+      q('limit', 'Page size.', 'integer'),
+    ],
+    api: roomsApi.ownerRead,
+    response: roomsApi.ownerRead.response,
+    request: ({ params, query }) =>
+      defined({
+        agent: params.agent,
+        room: params.room,
+        order: query.order,
+        before: num(query.before),
+        after: num(query.after),
+        limit: num(query.limit),
+      }),
   },
 ];

@@ -23,6 +23,7 @@ import {
   TaskId,
 } from '@parley/contracts';
 import * as z from 'zod';
+import { adminRoutes } from './admin-routes.js';
 import { consoleRoutes } from './console-routes.js';
 
 /** What a route handler gets from the HTTP request. */
@@ -419,4 +420,5 @@ export const restRoutes: RestRoute[] = [
   },
   // The console's additions (pause/resume a room, create an agent, rotate/revoke credentials).
   ...consoleRoutes,
+  ...adminRoutes,
 ];

@@ -1,12 +1,13 @@
 /**
  * Who holds which scopes: a human's grants (`grants.<userId>`) and their org's policy
  * (`org.<orgId>`: scopes every member holds, scopes nobody may use). Only admins of the org (and
- * the superadmin, and services) set them; each change is audited (domain `policy`).
+ * the superadmin, and services) read and set them; each change is audited (domain `policy`).
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   type ApiParsedRequest,
+  type ApiResponse,
   type Grants,
   type governanceApi,
   isParleyError,
@@ -26,7 +27,7 @@ import type { PolicyStore } from './policy-store.js';
 
 const SELF = serviceId('governance');
 
-/** Builds setGrants and setOrgPolicy. */
+/** Builds listGrants, setGrants and setOrgPolicy. */
 export function createGrants(deps: {
   nc: NatsConnection;
   js: JetStreamClient;
@@ -45,6 +46,23 @@ export function createGrants(deps: {
   }
 
   return {
+    /** An org's policy and its people's grants (an admin of the org, the superadmin, a service). */
+    async listGrants(
+      req: ApiParsedRequest<typeof governanceApi.listGrants>,
+      caller: string,
+    ): Promise<ApiResponse<typeof governanceApi.listGrants>> {
+      const org = req.org ?? (isServiceId(caller) ? undefined : (await deps.directory.human(caller)).org);
+      if (!org) throw new ParleyError('INVALID_ARGUMENT', 'name the org');
+      await requireAdmin(caller, org);
+      const grants: Grants[] = [];
+      for (const g of deps.store.allGrants()) {
+        if ((await deps.directory.find(g.participant))?.org === org) grants.push(g);
+      }
+      grants.sort((a, b) => a.participant.localeCompare(b.participant));
+      const policy = deps.store.orgPolicy(org);
+      return { org: org as OrgPolicy['org'], ...(policy ? { policy } : {}), grants };
+    },
+
     async setGrants(req: ApiParsedRequest<typeof governanceApi.setGrants>, caller: string): Promise<Grants> {
       const target = await deps.directory.human(req.participant);
       await requireAdmin(caller, target.org).catch((err) => {

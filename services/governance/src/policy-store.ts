@@ -113,6 +113,10 @@ export async function createPolicyStore(kv: KV, log: Logger) {
     },
     orgPolicy: (org: string): OrgPolicy | undefined => orgs.get(org),
     budget: (kind: 'agent' | 'owner', id: string): Budget | undefined => budgets.get(`${kind}.${id}`),
+    /** Every budget (the budgets read filters what a caller may see). */
+    allBudgets: (): Budget[] => [...budgets.values()],
+    /** Every person's grants (listGrants filters by org). */
+    allGrants: (): Grants[] => [...grants.values()],
     setStanding: (id: string, value: ParticipantPolicy) =>
       put(policyKeys.participant(id), value, (v) => {
         standings.set(id, v);

@@ -27,6 +27,7 @@ import {
 } from '@parley/kit';
 import { createAuditChain } from './audit-chain.js';
 import { createAuthorization } from './authorization.js';
+import { createBudgetStatus } from './budget-status.js';
 import { type AccountUpdates, type Credentials, createCredentials } from './credentials.js';
 import { createDelegation } from './delegation.js';
 import { createDirectory } from './directory.js';
@@ -165,9 +166,10 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
       });
       authorization.start();
       const killSwitch = createKillSwitch({ ...common, store: s, directory });
+      const usageKv = await kvm.open(buckets.usage);
       const usage = createUsage({
         ...common,
-        kv: await kvm.open(buckets.usage),
+        kv: usageKv,
         store: s,
         directory,
         killSwitch,
@@ -176,6 +178,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
       });
       const toolCalls = createToolCalls({ js, verifier: v, directory });
       const grants = createGrants({ ...common, directory, store: s });
+      const budgetStatus = createBudgetStatus({ kv: usageKv, store: s, directory });
       const chain = createAuditChain({ ...common, directory });
       const standing = await createStandingView(policy, { log, metrics: deps.metrics });
       stopParts = [
@@ -223,6 +226,8 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
           bind(governanceApi.setOrgPolicy, (req, ctx) => grants.setOrgPolicy(req, ctx.caller)),
           bind(governanceApi.setBudget, (req, ctx) => usage.setBudget(req, ctx.caller)),
           bind(governanceApi.usage, (req, ctx) => usage.query(req, ctx.caller)),
+          bind(governanceApi.budgets, (req, ctx) => budgetStatus.budgets(req, ctx.caller)),
+          bind(governanceApi.listGrants, (req, ctx) => grants.listGrants(req, ctx.caller)),
           bind(governanceApi.auditChain, (req, ctx) => chain.chain(req.of, ctx.caller)),
         ],
         {

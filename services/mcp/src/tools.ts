@@ -546,18 +546,22 @@ export const tools: ToolDefinition[] = [
         .send(args.question, { mentions: [human], metadata: { 'parley.ask': 'human' } });
       await runtime.agent.presence.set('needs_input', args.question.slice(0, 200));
       const target = room;
+      // An answer is what the human says after the question: a message of theirs already waiting in
+      // the inbox from before (sent earlier in that room) is returned with the rest, never taken as it.
+      const after = asked.roomSeq;
       let r: Awaited<ReturnType<typeof waitAndRender>>;
       try {
         r = await waitAndRender(ctx, {
           timeoutSeconds: args.timeoutSeconds,
           max: 200,
-          until: (d) => d.event === 'message' && d.room === target && d.message.sender.id === human,
+          until: (d) =>
+            d.event === 'message' && d.room === target && d.roomSeq > after && d.message.sender.id === human,
         });
       } finally {
         await runtime.agent.presence.set('busy').catch(() => undefined);
       }
       const answer = r.messages.find(
-        (m) => m.event === 'message' && m.room === target && m.from.id === human,
+        (m) => m.event === 'message' && m.room === target && m.seq > after && m.from.id === human,
       );
       return {
         text: `Asked ${human} in ${room} (${asked.id}).\n\n${waitText({ ...r, timedOut: !answer }, 'answer')}`,

@@ -28,6 +28,7 @@ import { roomPausedGuard } from './guards/room-paused.js';
 import { attachInbox } from './inbox-attach.js';
 import { type SendGuard, serveIngress } from './ingress.js';
 import { createNotices } from './notices.js';
+import { createOwnerView } from './owner-view.js';
 import { createParticipantDirectory } from './participants.js';
 import { createPolicyCache, type PolicyCache } from './policy-cache.js';
 import { createRoomCache, type RoomCache } from './room-cache.js';
@@ -102,6 +103,7 @@ export function createRoomsService(
       // One standing view for the API (serveApis) and the ingress: suspended means suspended everywhere.
       const standing = await createPolicyCache(policyKv, log, deps.metrics);
       policy = standing;
+      const ownerView = createOwnerView({ nc: deps.nc, js, control, tracer: deps.tracer });
       micro = createMicroService(deps.responder ?? deps.nc, {
         name: 'parley-rooms',
         version: packageVersion(import.meta.url),
@@ -123,6 +125,8 @@ export function createRoomsService(
           bind(roomsApi.history, (req, ctx) => control.history(req, ctx.caller)),
           bind(roomsApi.pause, (req, ctx) => control.pause(req, ctx.caller)),
           bind(roomsApi.resume, (req, ctx) => control.resume(req, ctx.caller)),
+          bind(roomsApi.ownerRooms, (req, ctx) => ownerView.ownerRooms(req, ctx.caller)),
+          bind(roomsApi.ownerRead, (req, ctx) => ownerView.ownerRead(req, ctx.caller)),
           bind(roomsApi.members, (req) => control.members(req)),
           bind(roomsApi.findMessage, async (req) => {
             const found = await findMessage(js, jsm, req.id);
