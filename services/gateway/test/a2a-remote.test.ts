@@ -13,13 +13,16 @@ import {
   a2aApi,
   governanceApi,
   type HistoryEntry,
+  newId,
   registryApi,
+  request,
 } from '@parley/contracts';
 import { loadTelemetryConfig } from '@parley/kit';
 import type { Agent } from '@parley/sdk';
 import { runCli } from '@parley/sdk/cli';
 import {
   codeOf,
+  connectService,
   connectTo,
   createAgent,
   type OtlpReceiver,
@@ -228,6 +231,34 @@ describe('A2A outbound: external A2A agents as room participants', () => {
       ),
       'PERMISSION_DENIED',
     );
+  });
+
+  it('governance mints call tokens only from a live delegation whose current actor sent the message', async () => {
+    const adminId = parley.home.state.admin.id;
+    // As the gateway (svc_gateway), the only caller it mints for.
+    const gw = await connectService(parley, 'gateway');
+    try {
+      const mint = (tokenId: string | undefined, sender: string) =>
+        request(gw, 'svc_gateway', governanceApi.mintA2aCallToken, {
+          actor: helperId as never,
+          sender: sender as never,
+          audience: vendor.cardUrl,
+          room: room as never,
+          messageId: newId('message') as never,
+          ...(tokenId ? { tokenId: tokenId as never } : {}),
+        });
+      const t = await admin.tokens.issue(worker.id, ['tickets:read']);
+      const ok = await mint(t.jti, worker.id);
+      assert.deepEqual(ok.chain, [worker.id, helperId]);
+      assert.equal(ok.principal, adminId);
+      // The token's current actor is the worker: nobody else may have it carried on.
+      assert.equal(await codeOf(mint(t.jti, adminId)), 'PERMISSION_DENIED');
+      assert.equal(await codeOf(mint(newId('token'), worker.id)), 'NOT_FOUND');
+      await admin.tokens.revoke({ jti: t.jti });
+      assert.equal(await codeOf(mint(t.jti, worker.id)), 'REVOKED');
+    } finally {
+      await gw.close();
+    }
   });
 
   it('streams: the working update arrives as a status message before the answer', async () => {

@@ -28,7 +28,7 @@ import type { GatewayService, Principal } from '../service.js';
 import { CallerInboxes, createParleyExecutor } from './executor.js';
 import { startRemoteA2a } from './remote.js';
 import { ReplicaEventBusManager } from './replicas.js';
-import { createKvTaskStore, createPushSender, createPushStore } from './store.js';
+import { createKvTaskStore, createPushSender, createPushStore, watchPushConfigs } from './store.js';
 
 type RawWithPrincipal = IncomingMessage & { principal?: Principal };
 
@@ -117,7 +117,8 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
       .filter(Boolean),
   );
   const pushStore = createPushStore(() => service.kv(), allowPrivate);
-  const pushSender = createPushSender(pushStore, allowPrivate, log);
+  const pushConfigs = await watchPushConfigs(service.kv(), log);
+  const pushSender = createPushSender(pushConfigs, allowPrivate, log);
   // One request handler per agent (and base URL, and card revision); the event buses of the tasks it
   // runs are in its ReplicaEventBusManager, shared with the other replicas over NATS.
   const handlers = new LRUCache<string, { router: express.Router }>({ max: 1000 });
@@ -222,6 +223,7 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
   const stopRemote = await startRemoteA2a(service, log);
   app.addHook('onClose', async () => {
     for (const e of executors.values()) e.stopAll();
+    pushConfigs.stop();
     await stopRemote();
   });
   await app.register(async (a2a) => {

@@ -31,7 +31,7 @@ import {
 } from '@a2a-js/sdk/server';
 import type { KV } from '@nats-io/kv';
 import { ParleyError } from '@parley/contracts';
-import { type Logger, snapshotKv } from '@parley/kit';
+import { type Logger, snapshotKv, watchKv } from '@parley/kit';
 import { postTo, resolveTarget } from '../outbound.js';
 
 /** A KV key token for any string (A2A ids are client-chosen: hashed unless already safe). */
@@ -155,13 +155,41 @@ export function createPushStore(kv: () => KV, allowed: ReadonlySet<string>): Pus
 }
 
 /**
+ * Every replica's view of the push configs (`a2a.push.>`, watched): the sender looks configs up
+ * here for every task event without a KV read; create, list, get and delete read KV itself.
+ */
+export async function watchPushConfigs(kv: KV, log: Logger) {
+  const byTask = new Map<string, Map<string, StoredPushNotificationConfig>>();
+  const watch = await watchKv(kv, {
+    key: 'a2a.push.>',
+    onEntry: (e) => {
+      const [, , caller, task, id] = e.key.split('.');
+      const k = `${caller}.${task}`;
+      const configs = byTask.get(k) ?? new Map<string, StoredPushNotificationConfig>();
+      if (e.operation === 'PUT') configs.set(id as string, StoredPush(e.json()));
+      else configs.delete(id as string);
+      if (configs.size) byTask.set(k, configs);
+      else byTask.delete(k);
+    },
+    onError: (err) => log.warn({ err }, 'A2A push config watch failed'),
+  });
+  await watch.initialized;
+  return {
+    configs: (caller: string, taskId: string): StoredPushNotificationConfig[] => [
+      ...(byTask.get(`${keyToken(caller)}.${keyToken(taskId)}`)?.values() ?? []),
+    ],
+    stop: () => watch.stop(),
+  };
+}
+
+/**
  * Sends push notifications as the SDK's default sender does (same bodies per wire version, same
  * auth headers, in order per task), but through the outbound webhooks' POST: the host is resolved
  * and checked again at send time and the connection goes to that address (no DNS rebinding between
  * the check and the send), redirects are not followed.
  */
 export function createPushSender(
-  store: PushNotificationStore,
+  index: Pick<Awaited<ReturnType<typeof watchPushConfigs>>, 'configs'>,
   allowed: ReadonlySet<string>,
   log: Logger,
   timeoutMs = 5000,
@@ -187,9 +215,10 @@ export function createPushSender(
   return {
     send(r, context, task) {
       const taskId = taskIdOf(r);
-      if (!taskId) return Promise.resolve();
+      const configs = taskId ? index.configs(callerOf(context), taskId) : [];
+      // The common case (no push config) costs a map lookup.
+      if (!configs.length) return Promise.resolve();
       const next = (chains.get(taskId) ?? Promise.resolve()).then(async () => {
-        const configs = (await store.loadWithMetadata?.(taskId, context)) ?? [];
         await Promise.all(
           configs.map((c) =>
             dispatch(r, c, task).catch((err: unknown) =>
