@@ -91,6 +91,9 @@ export const subjects = {
    */
   a2aTaskEvents: (caller: string, taskId: string) =>
     `_INBOX.svc_gateway.a2a.${token(caller, 'caller id')}.${token(taskId, 'task id')}`,
+  /** `_INBOX.svc_gateway.a2actl.<caller>.<taskId>` — request/reply: cancel it, to the replica running it. */
+  a2aTaskControl: (caller: string, taskId: string) =>
+    `_INBOX.svc_gateway.a2actl.${token(caller, 'caller id')}.${token(taskId, 'task id')}`,
   /** `_INBOX.<id>` — the reply-subject prefix a participant's connection must use. */
   replyPrefix: (principalId: string) => `_INBOX.${token(principalId, 'principal id')}`,
 } as const;

@@ -83,6 +83,7 @@ describe('A2A across gateway replicas (gateway processes)', () => {
   let deskId: string;
   let key: string;
   const release = new Map<string, () => void>();
+  const cancels: string[] = [];
   let env: Record<string, string>;
   const replicas: ServiceProcess[] = [];
   let replica: string;
@@ -111,11 +112,22 @@ describe('A2A across gateway replicas (gateway processes)', () => {
     desk = await connectTo(parley, d.creds);
     // Holds its answer to "hold" until the test releases it.
     desk.on('message', async (del) => {
+      if (del.message.kind === 'task.update') cancels.push(del.message.metadata?.['a2a.task'] ?? '');
       if (del.message.kind !== 'message') return;
       const room = desk.rooms.room(del.room);
+      const text = del.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+      if (text === 'question') {
+        await room.send('which one?', {
+          replyTo: del.message.id,
+          metadata: { 'a2a.state': 'input-required' },
+        });
+        return;
+      }
       await room.send('on it', { kind: 'status', replyTo: del.message.id });
-      await new Promise<void>((r) => release.set(del.message.metadata?.['a2a.task'] ?? '', r));
-      await room.send('done', { replyTo: del.message.id });
+      // Answered later, without holding up the room's next deliveries (a cancel among them).
+      void new Promise<void>((r) => release.set(del.message.metadata?.['a2a.task'] ?? '', r)).then(() =>
+        room.send('done', { replyTo: del.message.id }),
+      );
     });
     await desk.listening;
     const caller = await createAgent(admin, { name: 'a2a-replica-caller' });
@@ -204,6 +216,47 @@ describe('A2A across gateway replicas (gateway processes)', () => {
     } finally {
       await receiver.close();
     }
+  });
+
+  it('tasks/cancel through a replica that does not run the task reaches the one that does', async () => {
+    const runner = await clientAt(replica, deskId, key);
+    const other = await clientAt(parley.httpUrl, deskId, key);
+    const running = collect(
+      runner.sendMessageStream({
+        tenant: '',
+        message: a2aMessage('hold'),
+        configuration: undefined,
+        metadata: undefined,
+      }),
+    );
+    await waitFor(
+      () => running.events.some((e) => e?.$case === 'statusUpdate' && e.value.status?.message),
+      'on it',
+    );
+    const first = running.events.find((e) => e?.$case === 'task');
+    assert.ok(first?.$case === 'task');
+    const canceled = await other.cancelTask({ tenant: '', id: first.value.id, metadata: undefined });
+    assert.equal(canceled.status?.state, TaskState.TASK_STATE_CANCELED);
+    // The runner told the agent, and its stream ended canceled.
+    await waitFor(() => cancels.includes(first.value.id), 'the agent to get the cancel');
+    await running.done;
+    assert.equal(stateOf(running.events.at(-1)), TaskState.TASK_STATE_CANCELED);
+    release.get(first.value.id)?.();
+
+    // A task nobody runs (it waits for input) is canceled as stored.
+    const asked = (await runner.sendMessage({
+      tenant: '',
+      message: a2aMessage('question'),
+      configuration: undefined,
+      metadata: undefined,
+    })) as { id: string; status?: { state?: TaskState } };
+    assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
+    const dropped = await other.cancelTask({ tenant: '', id: asked.id, metadata: undefined });
+    assert.equal(dropped.status?.state, TaskState.TASK_STATE_CANCELED);
+    assert.equal(
+      (await runner.getTask({ tenant: '', id: asked.id, historyLength: undefined })).status?.state,
+      TaskState.TASK_STATE_CANCELED,
+    );
   });
 
   it('a gateway killed mid-stream: the restarted one resubscribes and the rest reaches the room exactly once', async () => {

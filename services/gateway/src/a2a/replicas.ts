@@ -7,8 +7,9 @@
  * The snapshot comes from the task record in KV (read after the subscription is in place, so an
  * event is seen at least once: in the snapshot, live, or both).
  *
- * Not across replicas: `tasks/cancel` of a task another replica runs is refused (-32002,
- * TaskNotCancelable); cancel through the replica that took the message, or by the agent.
+ * `tasks/cancel` on a replica that does not run the task is forwarded to the one that does
+ * (request/reply on `_INBOX.svc_gateway.a2actl.<caller>.<taskId>`); when none answers, nobody runs
+ * it (it waits for input, or its replica died) and it is canceled as stored.
  */
 import { Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent } from '@a2a-js/sdk';
 import {
@@ -44,16 +45,22 @@ function fromWire(w: Wire): AgentExecutionEvent | undefined {
 }
 
 /** A bus of a task another replica runs: its events from NATS, while anyone listens. */
-class RemoteBus extends DefaultExecutionEventBus {
+export class RemoteBus extends DefaultExecutionEventBus {
   #sub: Subscription | undefined;
   #listeners = 0;
+  readonly subject: string;
+  /** Where the replica running the task takes a cancel. */
+  readonly controlSubject: string;
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly subject: string,
+    readonly caller: string,
+    taskId: string,
     private readonly log: Logger,
   ) {
     super();
+    this.subject = subjects.a2aTaskEvents(keyToken(caller), keyToken(taskId));
+    this.controlSubject = subjects.a2aTaskControl(keyToken(caller), keyToken(taskId));
   }
 
   override on(name: 'event' | 'finished', listener: never): this {
@@ -119,7 +126,7 @@ export class ReplicaEventBusManager implements ExecutionEventBusManager {
   getByTaskId(taskId: string, context?: ServerCallContext): ExecutionEventBus | undefined {
     return (
       this.#local.getByTaskId(taskId, context) ??
-      new RemoteBus(this.nc, this.#subject(taskId, context), this.log)
+      new RemoteBus(this.nc, context ? callerOf(context) : 'unknown', taskId, this.log)
     );
   }
 
