@@ -436,6 +436,36 @@ export const governanceApi = {
     ),
     response: named('RevokeCredentialsResponse', z.object({ revoked: z.int().min(0) })),
   }),
+  mintA2aCallToken: defineApi({
+    service: 'governance',
+    method: 'mintA2aCallToken',
+    summary:
+      'The gateway only: a short-lived signed token for one outbound A2A call of an imported agent (claims: A2aCallClaims; aud = the callee’s card URL). The chain is governance’s own record of the message’s delegation token (`tokenId`) with the A2A agent as the next actor, or the sender alone; refused when the token is revoked or expired, or its current actor is not the sender.',
+    access: 'service',
+    request: named(
+      'MintA2aCallTokenRequest',
+      z.object({
+        actor: AgentId.describe('The imported A2A agent making the call.'),
+        sender: ParticipantId.describe('Who sent the room message.'),
+        audience: z.url({ protocol: /^https?$/ }).describe('The callee’s agent card URL.'),
+        room: RoomId,
+        messageId: MessageId,
+        taskId: z.string().min(1).max(200).optional(),
+        tokenId: TokenId.optional().describe('jti of the delegation the message carries (its onBehalfOf).'),
+        ttlSeconds: z.int().min(10).max(300).default(120),
+      }),
+    ),
+    response: named(
+      'A2aCallToken',
+      z.object({
+        token: z.string(),
+        jti: TokenId,
+        expiresAt: z.iso.datetime(),
+        principal: ParticipantId,
+        chain: z.array(ParticipantId).describe('Actors, first to current (the A2A agent).'),
+      }),
+    ),
+  }),
   jwks: defineApi({
     service: 'governance',
     method: 'jwks',

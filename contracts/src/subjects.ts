@@ -84,6 +84,16 @@ export const subjects = {
   /** `_INBOX.<id>.fanout.<p>.<replica>` — where fan-out partition p's push consumer delivers to a lease holder. */
   fanoutDeliver: (serviceId: string, partition: number, replica: string) =>
     `_INBOX.${token(serviceId, 'service id')}.fanout.${partition}.${token(replica, 'replica id')}`,
+  /**
+   * `_INBOX.svc_gateway.a2a.<caller>.<taskId>` — the live events of an A2A task a gateway replica
+   * runs, for another replica serving `tasks/resubscribe` (core NATS; the task record in KV is the
+   * snapshot). Under the gateway's reply prefix: no participant can listen.
+   */
+  a2aTaskEvents: (caller: string, taskId: string) =>
+    `_INBOX.svc_gateway.a2a.${token(caller, 'caller id')}.${token(taskId, 'task id')}`,
+  /** `_INBOX.svc_gateway.a2actl.<caller>.<taskId>` — request/reply: cancel it, to the replica running it. */
+  a2aTaskControl: (caller: string, taskId: string) =>
+    `_INBOX.svc_gateway.a2actl.${token(caller, 'caller id')}.${token(taskId, 'task id')}`,
   /** `_INBOX.<id>` — the reply-subject prefix a participant's connection must use. */
   replyPrefix: (principalId: string) => `_INBOX.${token(principalId, 'principal id')}`,
 } as const;

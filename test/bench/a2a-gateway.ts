@@ -11,127 +11,45 @@
  * Interleaved rounds, blocking `message/send`, sequential (latency). Run:
  * pnpm --filter @parley/test bench:a2a
  */
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type AgentCard, type Message, Role } from '@a2a-js/sdk';
-import {
-  type Client,
-  ClientFactory,
-  ClientFactoryOptions,
-  DefaultAgentCardResolver,
-  JsonRpcTransportFactory,
-} from '@a2a-js/sdk/client';
-import { AgentEvent, type AgentExecutor, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import type { Client } from '@a2a-js/sdk/client';
 import { gatewayApi } from '@parley/contracts';
-import express from 'express';
-import { connectAdmin, connectTo, createAgent, startParley } from '../harness/index.js';
+import { a2aClient, connectAdmin, connectTo, createAgent, startParley } from '../harness/index.js';
+import { startEchoServer, userMessage } from './a2a-echo.js';
 import { percentiles, progress } from './stats.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SEQ = Number(process.env.BENCH_A2A_SENDS ?? 200);
 
-let counter = 0;
-const message = (text: string): Message => ({
-  messageId: `b${process.pid}-${++counter}`,
-  contextId: '',
-  taskId: '',
-  role: Role.ROLE_USER,
-  parts: [
-    { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' },
-  ],
-  metadata: undefined,
-  extensions: [],
-  referenceTaskIds: [],
-});
+const PUSHES = Number(process.env.BENCH_A2A_PUSHES ?? 100);
 const params = (contextId = '') => ({
   tenant: '',
-  message: { ...message('ping'), contextId },
+  message: userMessage('ping', contextId),
   configuration: undefined,
   metadata: undefined,
 });
 
-async function directServer(): Promise<{ url: string; close(): Promise<void> }> {
-  const executor: AgentExecutor = {
-    async execute(ctx, bus) {
-      bus.publish(
-        AgentEvent.message({
-          ...message('echo'),
-          parts: ctx.userMessage.parts,
-          role: Role.ROLE_AGENT,
-          contextId: ctx.contextId,
-        }),
-      );
-      bus.finished();
-    },
-    async cancelTask() {},
-  };
-  const app = express();
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise((r) => server.once('listening', r));
-  const port = (server.address() as AddressInfo).port;
-  const card = {
-    name: 'echo',
-    description: 'echoes',
-    supportedInterfaces: [
-      {
-        url: `http://127.0.0.1:${port}/jsonrpc`,
-        protocolBinding: 'JSONRPC',
-        tenant: '',
-        protocolVersion: '1.0',
-      },
-    ],
-    provider: undefined,
-    version: '1.0.0',
-    capabilities: { streaming: false, pushNotifications: false, extensions: [] },
-    securitySchemes: {},
-    securityRequirements: [],
-    defaultInputModes: ['text/plain'],
-    defaultOutputModes: ['text/plain'],
-    skills: [],
-    signatures: [],
-  } as unknown as AgentCard;
-  const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
-  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
-  app.use('/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
-  return {
-    url: `http://127.0.0.1:${port}/.well-known/agent-card.json`,
-    close: () => new Promise((r) => server.close(() => r())),
-  };
-}
+const clientOf = (cardUrl: string, token?: string) => a2aClient(cardUrl, token ? { token } : {});
 
-async function clientOf(cardUrl: string, token?: string): Promise<Client> {
-  const fetchImpl: typeof fetch = (input, init) => {
-    const headers = new Headers(init?.headers);
-    if (token) headers.set('authorization', `Bearer ${token}`);
-    return fetch(input, { ...init, headers });
-  };
-  const card = await new DefaultAgentCardResolver({ fetchImpl }).resolve(cardUrl, '');
-  return new ClientFactory(
-    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-      transports: [new JsonRpcTransportFactory({ fetchImpl })],
-    }),
-  ).createFromAgentCard({
-    ...card,
-    supportedInterfaces: card.supportedInterfaces.filter(
-      (i) => i.protocolBinding === 'JSONRPC' && i.protocolVersion === '1.0',
-    ),
-  });
-}
-
-const parley = await startParley();
-const direct = await directServer();
+// Push targets on loopback are allowed for the push measurement.
+const parley = await startParley({ gateway: { PARLEY_WEBHOOK_ALLOW_PRIVATE: '127.0.0.1' } });
+const direct = await startEchoServer();
 try {
   const admin = await connectAdmin(parley);
   const w = await createAgent(admin, { name: 'bench-a2a-echo' });
   const worker = await connectTo(parley, w.creds);
+  // When the agent sent each reply (by A2A task id), for the push delivery latency.
+  const repliedAt = new Map<string, number>();
   worker.on('message', async (d) => {
+    repliedAt.set(String(d.message.metadata?.['a2a.task'] ?? ''), performance.now());
     await worker.rooms.room(d.room).send(d.message.parts, { replyTo: d.message.id });
   });
   await worker.listening;
   const c = await createAgent(admin, { name: 'bench-a2a-caller' });
   const key = (await admin.call(gatewayApi.createKey, { agent: c.agent.id })).key;
   const viaParley = await clientOf(`${parley.httpUrl}/a2a/${w.agent.id}/.well-known/agent-card.json`, key);
-  const viaDirect = await clientOf(direct.url);
+  const viaDirect = await clientOf(direct.cardUrl);
   // One context per side, as a conversation would have (the direct room is made once).
   const first = (await viaParley.sendMessage(params())) as { contextId: string };
   const ctx = first.contextId;
@@ -159,6 +77,62 @@ try {
   const p = percentiles(all.parley);
   const line = `A2A message/send round trip (${ROUNDS}×${SEQ} sequential): direct p50 ${d.p50} ms p99 ${d.p99} ms; through Parley p50 ${p.p50} ms p99 ${p.p99} ms; ratio p50 ${(p.p50 / d.p50).toFixed(1)}× p99 ${(p.p99 / d.p99).toFixed(1)}×`;
   console.log(line);
+
+  // Push delivery: a non-blocking send with a push config; from the agent's reply to the
+  // COMPLETED notification at a loopback receiver (gateway → task event → pinned POST).
+  const arrivals = new Map<string, number>();
+  let arrived: (() => void) | undefined;
+  const receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => {
+      body += c;
+    });
+    req.on('end', () => {
+      const update = (JSON.parse(body) as { statusUpdate?: { taskId: string; status?: { state?: string } } })
+        .statusUpdate;
+      if (update?.status?.state === 'TASK_STATE_COMPLETED') {
+        arrivals.set(update.taskId, performance.now());
+        arrived?.();
+      }
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  const pushUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/push`;
+  const pushes: number[] = [];
+  for (let i = 0; i < PUSHES; i++) {
+    const done = new Promise<void>((r) => {
+      arrived = r;
+    });
+    const task = (await viaParley.sendMessage({
+      tenant: '',
+      message: userMessage('push me', ctx),
+      configuration: {
+        acceptedOutputModes: [],
+        historyLength: undefined,
+        returnImmediately: true,
+        taskPushNotificationConfig: {
+          tenant: '',
+          id: '',
+          taskId: '',
+          url: pushUrl,
+          token: '',
+          authentication: undefined,
+        },
+      },
+      metadata: undefined,
+    })) as { id: string };
+    await done;
+    const sent = repliedAt.get(task.id);
+    const got = arrivals.get(task.id);
+    if (sent !== undefined && got !== undefined) pushes.push(got - sent);
+  }
+  const push = percentiles(pushes);
+  console.log(
+    `A2A push delivery (${pushes.length} of ${PUSHES}, agent reply → COMPLETED notification received): p50 ${push.p50} ms p99 ${push.p99} ms`,
+  );
+  receiver.closeAllConnections();
+  receiver.close();
   await worker.close();
   await admin.close();
 } finally {

@@ -244,6 +244,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
 }
 
 export { freePort } from '@parley/standalone';
+export * from './a2a.js';
 export * from './backbone-process.js';
 export * from './errors.js';
 export * from './otlp.js';

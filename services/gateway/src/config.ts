@@ -96,6 +96,11 @@ export const GatewayEnv = z.object({
   PARLEY_GATEWAY_SECURE_COOKIES: envBoolean
     .default(false)
     .describe('Mark the session cookie Secure (behind TLS). @default false'),
+  PARLEY_A2A_OUTBOUND: envBoolean
+    .default(true)
+    .describe(
+      'Run the proxies of imported A2A agents (outbound A2A calls) on this replica; false leaves them to replicas that may reach the vendors. @default true',
+    ),
 });
 
 /** The gateway's configuration. */

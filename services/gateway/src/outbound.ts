@@ -85,18 +85,19 @@ export function isPrivateAddress(address: string): boolean {
 export async function resolveTarget(
   url: URL,
   allowed: ReadonlySet<string>,
+  what = 'webhook',
 ): Promise<{ address: string; family: 4 | 6 }> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const addresses = isIP(host)
     ? [{ address: host, family: isIP(host) as 4 | 6 }]
     : ((await lookup(host, { all: true }).catch(() => [])) as { address: string; family: 4 | 6 }[]);
   if (!addresses.length)
-    throw new ParleyError('INVALID_ARGUMENT', `the webhook host ${host} does not resolve`);
+    throw new ParleyError('INVALID_ARGUMENT', `the ${what} host ${host} does not resolve`);
   for (const a of addresses) {
     if (isPrivateAddress(a.address) && !allowed.has(host.toLowerCase()) && !allowed.has(a.address)) {
       throw new ParleyError(
         'PERMISSION_DENIED',
-        `the webhook URL resolves to a private or loopback address (${a.address}); an operator can allow it with PARLEY_WEBHOOK_ALLOW_PRIVATE`,
+        `the ${what} URL resolves to a private or loopback address (${a.address}); an operator can allow it with PARLEY_WEBHOOK_ALLOW_PRIVATE`,
         { details: { host, address: a.address } },
       );
     }
@@ -111,8 +112,9 @@ export async function postTo(
   headers: Record<string, string>,
   allowed: ReadonlySet<string>,
   timeoutMs = 15_000,
+  what = 'webhook',
 ): Promise<number> {
-  const target = await resolveTarget(url, allowed);
+  const target = await resolveTarget(url, allowed, what);
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const req = send(

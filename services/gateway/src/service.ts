@@ -35,6 +35,7 @@ import {
   packageVersion,
   type ServiceResponder,
   type ServiceTelemetry,
+  type StandingView,
   serveApis,
   snapshotKv,
   watchKv,
@@ -96,8 +97,12 @@ export interface GatewayService extends ParleyService {
   redeemLoginCode(code: string): Promise<{ token: string; participant: string; expiresAt: string }>;
   /** Principals' own connections. */
   readonly pool: PrincipalPool;
-  /** The gateway's service connection (`svc_gateway`), for the APIs it serves. */
+  /** The gateway's service connection (`svc_gateway`): its own requests, buckets and streams. */
   readonly nc: NatsConnection;
+  /** Where the gateway's APIs receive and answer requests (the responder connection when deployed). */
+  readonly responder: NatsConnection;
+  /** Who is suspended or revoked (parley_policy, watched), for every API the gateway serves; set by start(). */
+  standing(): StandingView;
   /** Inbound hook records. */
   hook(id: string): Promise<HookRecord | undefined>;
   /** Outbound webhooks. */
@@ -115,6 +120,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
   let bucket: KV | undefined;
   let micro: ReturnType<typeof createMicroService> | undefined;
   let stopWatch: (() => void) | undefined;
+  let standingView: StandingView | undefined;
   let started = false;
   // Every API key, watched: a revocation on any replica stops the key on every replica at once.
   const keys = new Map<string, ApiKeyRecord>();
@@ -272,6 +278,12 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
     pool,
     outbound,
     nc: deps.nc,
+    responder: deps.responder ?? deps.nc,
+    standing: () => {
+      if (!standingView)
+        throw new ParleyError('UNAVAILABLE', 'the gateway is not started', { retryAfterMs: 1000 });
+      return standingView;
+    },
     config: deps.config,
     log,
     kv,
@@ -355,6 +367,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
       await policyWatch.initialized;
       // Standing for serveApis: a suspended participant's writes (keys, hooks) are refused here too.
       const standing = await createStandingView(policyKv, { log, metrics: deps.metrics });
+      standingView = standing;
       stopWatch = () => {
         watch.stop();
         policyWatch.stop();

@@ -7,17 +7,22 @@
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { AgentCard, generateAgentCardSignature, type Message, Role, TaskState } from '@a2a-js/sdk';
-import { AgentEvent, type AgentExecutor, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import { agentCardHandler, jsonRpcHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { a2aApi, type HistoryEntry, registryApi } from '@parley/contracts';
+import {
+  A2A_DELEGATION_HEADER,
+  a2aApi,
+  governanceApi,
+  type HistoryEntry,
+  newId,
+  registryApi,
+  request,
+} from '@parley/contracts';
 import { loadTelemetryConfig } from '@parley/kit';
 import type { Agent } from '@parley/sdk';
 import { runCli } from '@parley/sdk/cli';
 import {
   codeOf,
+  connectService,
   connectTo,
   createAgent,
   type OtlpReceiver,
@@ -26,203 +31,15 @@ import {
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
-import express from 'express';
-import { exportJWK, generateKeyPair } from 'jose';
+import { createRemoteJWKSet, jwtVerify } from 'jose';
+import { vendorAgent } from './a2a-vendor.js';
 
-const agentMsg = (text: string, contextId: string, taskId: string): Message => ({
-  messageId: `r-${Math.random().toString(36).slice(2)}`,
-  contextId,
-  taskId,
-  role: Role.ROLE_AGENT,
-  parts: [
-    { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' },
-  ],
-  metadata: undefined,
-  extensions: [],
-  referenceTaskIds: [],
-});
-
-/** A vendor's A2A agent: real HTTP, the official SDK server. */
-async function vendorAgent(name = 'Vendor Helper') {
-  const seen: { text: string; history: number; traceparent?: string; messageId: string }[] = [];
-  const canceled: string[] = [];
-  const waiting = new Map<string, () => void>();
-  let lastTraceparent: string | undefined;
-  const executor: AgentExecutor = {
-    async execute(ctx, bus) {
-      const text = ctx.userMessage.parts
-        .map((p) => (p.content?.$case === 'text' ? p.content.value : ''))
-        .join('');
-      const data = ctx.userMessage.parts.find((p) => p.content?.$case === 'data')?.content;
-      const history =
-        data?.$case === 'data'
-          ? ((data.value as { parleyRoomHistory?: unknown[] }).parleyRoomHistory?.length ?? 0)
-          : 0;
-      seen.push({
-        text,
-        history,
-        messageId: ctx.userMessage.messageId,
-        ...(lastTraceparent ? { traceparent: lastTraceparent } : {}),
-      });
-      const { taskId, contextId } = ctx;
-      const status = (state: TaskState, m?: string) => ({
-        state,
-        message: m ? agentMsg(m, contextId, taskId) : undefined,
-        timestamp: new Date().toISOString(),
-      });
-      bus.publish(
-        AgentEvent.task(
-          ctx.task ?? {
-            id: taskId,
-            contextId,
-            status: status(TaskState.TASK_STATE_SUBMITTED),
-            artifacts: [],
-            history: [],
-            metadata: undefined,
-          },
-        ),
-      );
-      const update = (state: TaskState, m?: string) =>
-        bus.publish(
-          AgentEvent.statusUpdate({ taskId, contextId, status: status(state, m), metadata: undefined }),
-        );
-      if (ctx.task?.status?.state === TaskState.TASK_STATE_INPUT_REQUIRED) {
-        update(TaskState.TASK_STATE_COMPLETED, `region noted: ${text}`);
-      } else if (text.includes('ask')) {
-        update(TaskState.TASK_STATE_INPUT_REQUIRED, 'which region?');
-      } else if (text.includes('slow')) {
-        update(TaskState.TASK_STATE_WORKING, 'started the long job');
-        await new Promise<void>((r) => waiting.set(taskId, r));
-      } else {
-        if (text.includes('stream')) update(TaskState.TASK_STATE_WORKING, 'working on it');
-        bus.publish(
-          AgentEvent.artifactUpdate({
-            taskId,
-            contextId,
-            artifact: {
-              artifactId: 'a1',
-              name: 'answer',
-              description: '',
-              parts: agentMsg(
-                `remote: ${text.replace(/@\S+\s*/g, '')} (saw ${history} earlier)`,
-                contextId,
-                taskId,
-              ).parts,
-              metadata: undefined,
-              extensions: [],
-            },
-            append: false,
-            lastChunk: true,
-            metadata: undefined,
-          }),
-        );
-        update(TaskState.TASK_STATE_COMPLETED);
-      }
-      bus.finished();
-    },
-    async cancelTask(taskId, bus) {
-      canceled.push(taskId);
-      bus.publish(
-        AgentEvent.statusUpdate({
-          taskId,
-          contextId: '',
-          status: {
-            state: TaskState.TASK_STATE_CANCELED,
-            message: undefined,
-            timestamp: new Date().toISOString(),
-          },
-          metadata: undefined,
-        }),
-      );
-      waiting.get(taskId)?.();
-    },
-  };
-  const app = express();
-  app.use((req, _res, next) => {
-    lastTraceparent = req.headers.traceparent as string | undefined;
-    next();
+/** Verifies a call token as a different callee would (its own card URL as the audience). */
+const jwtVerifyElsewhere = (token: string, jwksUrl: string) =>
+  jwtVerify(token, createRemoteJWKSet(new URL(jwksUrl)), {
+    issuer: 'parley',
+    audience: 'http://other.example/.well-known/agent-card.json',
   });
-  const server = app.listen(0, '127.0.0.1');
-  await new Promise((r) => server.once('listening', r));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const card = {
-    name,
-    description: 'a vendor’s A2A agent',
-    supportedInterfaces: [
-      { url: `${base}/jsonrpc`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
-    ],
-    provider: { organization: 'Vendor', url: base },
-    version: '2.0.0',
-    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
-    securitySchemes: {},
-    securityRequirements: [],
-    defaultInputModes: ['text/plain'],
-    defaultOutputModes: ['text/plain'],
-    skills: [
-      {
-        id: 'Answer',
-        name: 'Answer',
-        description: 'answers',
-        tags: ['vendor'],
-        examples: [],
-        inputModes: [],
-        outputModes: [],
-        securityRequirements: [],
-      },
-    ],
-    signatures: [],
-  } as unknown as AgentCard;
-  const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
-  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
-  app.use('/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
-  // A card signed with a key published at its jku, and one claiming a signature that cannot verify.
-  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
-  const signedCard = await generateAgentCardSignature(privateKey, {
-    alg: 'ES256',
-    kid: 'vendor-1',
-    typ: 'JOSE',
-    jku: `${base}/jwks.json`,
-  })({ ...card, name: 'Signed Vendor' });
-  app.get('/jwks.json', async (_req, res) => {
-    res.json({ keys: [{ ...(await exportJWK(publicKey)), kid: 'vendor-1', alg: 'ES256' }] });
-  });
-  app.get('/good/.well-known/agent-card.json', (_req, res) => {
-    res.json(AgentCard.toJSON(signedCard));
-  });
-  app.get('/signed/.well-known/agent-card.json', (_req, res) => {
-    res.json({
-      ...(AgentCard.toJSON(card) as object),
-      signatures: [
-        { protected: 'eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIn0', signature: 'AAAA', header: undefined },
-      ],
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  let current = server;
-  return {
-    /** Stops answering (connections cut), as a crashed vendor would. */
-    down: () =>
-      new Promise<void>((r) => {
-        current.closeAllConnections();
-        current.close(() => r());
-      }),
-    /** Answers again on the same address. */
-    up: async () => {
-      current = app.listen(port, '127.0.0.1');
-      await new Promise((r) => current.once('listening', r));
-    },
-    cardUrl: `${base}/.well-known/agent-card.json`,
-    signedCardUrl: `${base}/signed/.well-known/agent-card.json`,
-    goodSignedCardUrl: `${base}/good/.well-known/agent-card.json`,
-    seen,
-    canceled,
-    close: () =>
-      new Promise<void>((r) => {
-        current.closeAllConnections();
-        current.close(() => r());
-      }),
-  };
-}
 
 describe('A2A outbound: external A2A agents as room participants', () => {
   let parley: TestParley;
@@ -250,12 +67,18 @@ describe('A2A outbound: external A2A agents as room participants', () => {
       }),
       telemetryBatch: { scheduledDelayMillis: 20 },
     });
+    vendor.trust(`${parley.httpUrl}/a2a/jwks.json`);
     const tracer = parley.telemetry?.tracer('person');
     admin = await parley.connect(await readFile(parley.home.paths.adminCreds, 'utf8'), {
       presence: false,
       ...(tracer ? { tracer } : {}),
     });
-    const w = await createAgent(admin, { name: 'room-worker' });
+    // The admin may delegate tickets:read to the worker (for the delegation chain below).
+    await admin.call(governanceApi.setGrants, {
+      participant: parley.home.state.admin.id as never,
+      scopes: ['tickets:*'],
+    });
+    const w = await createAgent(admin, { name: 'room-worker', scopes: ['tickets:read'] } as never);
     worker = await connectTo(parley, w.creds);
     worker.on('message', async (d) => {
       if (d.message.mentions.includes(w.agent.id))
@@ -345,6 +168,99 @@ describe('A2A outbound: external A2A agents as room participants', () => {
     assert.ok(spans.filter((s) => s.traceId === traceId).length >= 2);
   });
 
+  it('every call carries a signed delegation token the vendor verifies with the gateway JWKS; tampered, expired or missing tokens are refused', async () => {
+    const adminId = parley.home.state.admin.id;
+    // A delegation chain: the admin delegates tickets:read to the worker, which asks the A2A agent.
+    const t = await admin.tokens.issue(worker.id, ['tickets:read']);
+    const sent = await worker.rooms
+      .room(room)
+      .send('@helper look up ticket 7', { mentions: [helperId], delegation: t.token });
+    await waitFor(
+      async () =>
+        (await texts()).some((e) => e.message.replyTo === sent.id && textOf(e).startsWith('remote:')),
+      'the answer to the delegated request',
+    );
+    const claims = vendor.delegations.find((c) => c.messageId === sent.id);
+    assert.ok(claims, 'the vendor verified a token for the message');
+    assert.equal(claims.sub, adminId);
+    assert.deepEqual(claims.act, { sub: helperId, act: { sub: worker.id } });
+    assert.deepEqual(claims.aud, [vendor.cardUrl]);
+    assert.equal(claims.room, room);
+    assert.equal(claims.sender, worker.id);
+    assert.equal(claims.parent, t.jti);
+    assert.equal(claims.scope, 'tickets:read');
+    assert.ok(claims.exp - claims.iat <= 300, `short-lived: ${claims.exp - claims.iat} s`);
+    // A human's own message: the human is the subject, the A2A agent the only actor.
+    const own = vendor.delegations.find((c) => c.sender === adminId);
+    assert.ok(own);
+    assert.deepEqual(own.act, { sub: helperId });
+    assert.equal(own.parent, undefined);
+
+    const call = (token?: string) =>
+      fetch(vendor.jsonRpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { [A2A_DELEGATION_HEADER]: token } : {}) },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: { id: 'none' } }),
+      });
+    // Tampered: another subject in the payload, the signature kept.
+    const [h, p, sig] = claims.token.split('.') as [string, string, string];
+    const forged = JSON.parse(Buffer.from(p, 'base64url').toString());
+    forged.sub = worker.id;
+    const tampered = `${h}.${Buffer.from(JSON.stringify(forged)).toString('base64url')}.${sig}`;
+    assert.equal((await call(tampered)).status, 401);
+    assert.equal(vendor.refusedTokens.at(-1), 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED');
+    assert.equal((await call()).status, 401);
+    // Expired: the same token, verified after its exp.
+    await assert.rejects(vendor.verify(claims.token, new Date((claims.exp + 1) * 1000)), {
+      code: 'ERR_JWT_EXPIRED',
+    });
+    // For another audience it does not verify.
+    await assert.rejects(jwtVerifyElsewhere(claims.token, `${parley.httpUrl}/a2a/jwks.json`), {
+      code: 'ERR_JWT_CLAIM_VALIDATION_FAILED',
+    });
+    // Only the gateway gets call tokens minted.
+    assert.equal(
+      await codeOf(
+        admin.call(governanceApi.mintA2aCallToken, {
+          actor: helperId as never,
+          sender: adminId as never,
+          audience: vendor.cardUrl,
+          room: room as never,
+          messageId: sent.id as never,
+        }),
+      ),
+      'PERMISSION_DENIED',
+    );
+  });
+
+  it('governance mints call tokens only from a live delegation whose current actor sent the message', async () => {
+    const adminId = parley.home.state.admin.id;
+    // As the gateway (svc_gateway), the only caller it mints for.
+    const gw = await connectService(parley, 'gateway');
+    try {
+      const mint = (tokenId: string | undefined, sender: string) =>
+        request(gw, 'svc_gateway', governanceApi.mintA2aCallToken, {
+          actor: helperId as never,
+          sender: sender as never,
+          audience: vendor.cardUrl,
+          room: room as never,
+          messageId: newId('message') as never,
+          ...(tokenId ? { tokenId: tokenId as never } : {}),
+        });
+      const t = await admin.tokens.issue(worker.id, ['tickets:read']);
+      const ok = await mint(t.jti, worker.id);
+      assert.deepEqual(ok.chain, [worker.id, helperId]);
+      assert.equal(ok.principal, adminId);
+      // The token's current actor is the worker: nobody else may have it carried on.
+      assert.equal(await codeOf(mint(t.jti, adminId)), 'PERMISSION_DENIED');
+      assert.equal(await codeOf(mint(newId('token'), worker.id)), 'NOT_FOUND');
+      await admin.tokens.revoke({ jti: t.jti });
+      assert.equal(await codeOf(mint(t.jti, worker.id)), 'REVOKED');
+    } finally {
+      await gw.close();
+    }
+  });
+
   it('streams: the working update arrives as a status message before the answer', async () => {
     await admin.rooms.room(room).send('stream the report', { mentions: [helperId] });
     await waitFor(
@@ -396,6 +312,7 @@ describe('A2A outbound: external A2A agents as room participants', () => {
 
   it('unreachable: shows offline, and the message is answered once the agent is back (nothing lost)', async () => {
     const flaky = await vendorAgent('Flaky Vendor');
+    flaky.trust(`${parley.httpUrl}/a2a/jwks.json`);
     try {
       const imported = await admin.call(a2aApi.importA2a, {
         cardUrl: flaky.cardUrl,

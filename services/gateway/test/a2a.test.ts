@@ -6,18 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { type AgentCard, type Message, Role, type StreamResponse, type Task, TaskState } from '@a2a-js/sdk';
-import {
-  type Client,
-  ClientFactory,
-  ClientFactoryOptions,
-  DefaultAgentCardResolver,
-  JsonRpcTransportFactory,
-  RestTransportFactory,
-} from '@a2a-js/sdk/client';
+import { type Message, type StreamResponse, type Task, TaskState } from '@a2a-js/sdk';
 import { gatewayApi } from '@parley/contracts';
 import type { Agent } from '@parley/sdk';
 import {
+  a2aClient,
+  a2aMessage,
   connectAdmin,
   connectTo,
   createAgent,
@@ -27,19 +21,7 @@ import {
 } from '@parley/test/harness';
 import { http } from './helpers.js';
 
-let n = 0;
-const userMessage = (text: string, o: { taskId?: string; contextId?: string } = {}): Message => ({
-  messageId: `a2a-test-${process.pid}-${++n}`,
-  contextId: o.contextId ?? '',
-  taskId: o.taskId ?? '',
-  role: Role.ROLE_USER,
-  parts: [
-    { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' },
-  ],
-  metadata: undefined,
-  extensions: [],
-  referenceTaskIds: [],
-});
+const userMessage = a2aMessage;
 const sendParams = (message: Message, returnImmediately = false) => ({
   tenant: '',
   message,
@@ -56,39 +38,9 @@ const sendParams = (message: Message, returnImmediately = false) => ({
 const textOf = (m: Message | undefined) =>
   (m?.parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
 
-function authFetch(token: string): typeof fetch {
-  return (input, init) => {
-    const headers = new Headers(init?.headers);
-    headers.set('authorization', `Bearer ${token}`);
-    return fetch(input, { ...init, headers });
-  };
-}
-
-async function clientFor(
-  base: string,
-  agentId: string,
-  token: string,
-  version: '1.0' | '0.3' = '1.0',
-): Promise<Client> {
-  const fetchImpl = authFetch(token);
-  const factory = new ClientFactory(
-    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-      transports: [new JsonRpcTransportFactory({ fetchImpl, legacyCompat: { enabled: true } })],
-      cardResolver: new DefaultAgentCardResolver({ fetchImpl, legacyCompat: { enabled: true } }),
-      preferredTransports: ['JSONRPC'],
-    }),
-  );
-  const card: AgentCard = await new DefaultAgentCardResolver({ fetchImpl }).resolve(
-    `${base}/a2a/${agentId}/.well-known/agent-card.json`,
-    '',
-  );
-  return factory.createFromAgentCard({
-    ...card,
-    supportedInterfaces: card.supportedInterfaces.filter(
-      (i) => i.protocolBinding === 'JSONRPC' && i.protocolVersion === version,
-    ),
-  });
-}
+/** The SDK client of a Parley agent through the gateway. */
+const clientFor = (base: string, agentId: string, token: string, version: '1.0' | '0.3' = '1.0') =>
+  a2aClient(`${base}/a2a/${agentId}/.well-known/agent-card.json`, { token, version });
 
 describe('A2A inbound: Parley agents as A2A servers', () => {
   let parley: TestParley;
@@ -217,21 +169,9 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
   });
 
   it('message/send over the HTTP+JSON binding', async () => {
-    const fetchImpl = authFetch(callerKey);
-    const card = await new DefaultAgentCardResolver({ fetchImpl }).resolve(
-      `${base}/a2a/${workerId}/.well-known/agent-card.json`,
-      '',
-    );
-    const client = await new ClientFactory(
-      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-        transports: [new RestTransportFactory({ fetchImpl })],
-        preferredTransports: ['HTTP+JSON'],
-      }),
-    ).createFromAgentCard({
-      ...card,
-      supportedInterfaces: card.supportedInterfaces.filter(
-        (i) => i.protocolBinding === 'HTTP+JSON' && i.protocolVersion === '1.0',
-      ),
+    const client = await a2aClient(`${base}/a2a/${workerId}/.well-known/agent-card.json`, {
+      token: callerKey,
+      binding: 'HTTP+JSON',
     });
     const task = (await client.sendMessage(sendParams(userMessage('over rest')))) as Task;
     assert.equal(textOf(task.status?.message), 'echo: over rest');

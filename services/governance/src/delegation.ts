@@ -358,6 +358,72 @@ export function createDelegation(deps: DelegationDeps) {
       return { token, jti, expiresAt: new Date(exp * 1000).toISOString(), scope, dropped, chain };
     },
 
+    /**
+     * The token of one outbound A2A call (the gateway only). The chain is read from governance's own
+     * token records, never taken from the caller: the message's delegation (its jti and the
+     * tokens it was exchanged from) must be unrevoked and unexpired, with the sender as its current
+     * actor; the A2A agent becomes the next actor. Without a delegation the sender is the subject.
+     */
+    async mintA2aCall(req: Req<'mintA2aCallToken'>, caller: string): Promise<Res<'mintA2aCallToken'>> {
+      if (caller !== serviceId('gateway')) {
+        throw denied('A2A call tokens are for the gateway only');
+      }
+      requireStanding(req.sender);
+      requireStanding(req.actor);
+      const now = Math.floor(Date.now() / 1000);
+      let exp = now + req.ttlSeconds;
+      let principal: string = req.sender;
+      let chain: string[] = [req.actor];
+      let scope: string[] = [];
+      if (req.tokenId) {
+        const r = await tokenRecord(req.tokenId);
+        if (!r) throw new ParleyError('NOT_FOUND', `no token ${req.tokenId} was issued`);
+        if (r.exp <= now) throw new ParleyError('EXPIRED', `the delegation token ${r.jti} expired`);
+        if (r.chain[r.chain.length - 1] !== req.sender) {
+          throw denied(`${req.sender} is not the current actor of the delegation token ${r.jti}`);
+        }
+        // Its lineage from the records, so a revoked ancestor refuses it as at the ingress.
+        const lineage = [r.jti];
+        for (let p = r.parent; p && lineage.length <= deps.maxDepth; ) {
+          lineage.unshift(p);
+          p = (await tokenRecord(p))?.parent;
+        }
+        verifier.checkRevoked({
+          claims: { jti: r.jti, iat: Math.floor(Date.parse(r.at) / 1000) } as DelegationView['claims'],
+          principal: r.principal,
+          chain: r.chain,
+          actor: req.sender,
+          scope: r.scope,
+          lineage,
+          expiresAt: new Date(r.exp * 1000),
+        });
+        principal = r.principal;
+        chain = [...r.chain, req.actor];
+        scope = r.scope;
+        // A call token never outlives the delegation it carries.
+        exp = Math.min(exp, r.exp);
+      }
+      const jti = newId('token');
+      const token = await new SignJWT({
+        act: actClaimOf(chain),
+        scope: scope.join(' '),
+        room: req.room,
+        sender: req.sender,
+        messageId: req.messageId,
+        ...(req.taskId ? { taskId: req.taskId } : {}),
+        ...(req.tokenId ? { parent: req.tokenId } : {}),
+      })
+        .setProtectedHeader({ alg: DELEGATION_ALG, kid: deps.keys.kid, typ: 'JWT' })
+        .setIssuer(DELEGATION_ISSUER)
+        .setAudience([req.audience])
+        .setSubject(principal)
+        .setJti(jti)
+        .setIssuedAt(now)
+        .setExpirationTime(exp)
+        .sign(deps.keys.key);
+      return { token, jti, expiresAt: new Date(exp * 1000).toISOString(), principal, chain };
+    },
+
     async revoke(req: Req<'revokeToken'>, caller: string): Promise<Res<'revokeToken'>> {
       const at = new Date().toISOString();
       if ('jti' in req) {

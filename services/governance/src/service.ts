@@ -218,6 +218,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
           bind(governanceApi.issueToken, (req, ctx) => delegation.issue(req, ctx.caller)),
           bind(governanceApi.exchangeToken, (req, ctx) => delegation.exchange(req, ctx.caller)),
           bind(governanceApi.revokeToken, (req, ctx) => delegation.revoke(req, ctx.caller)),
+          bind(governanceApi.mintA2aCallToken, (req, ctx) => delegation.mintA2aCall(req, ctx.caller)),
           bind(governanceApi.authorize, (req, ctx) => authorization.authorize(req, ctx.caller)),
           bind(governanceApi.recordToolCall, (req, ctx) => toolCalls.record(req, ctx.caller)),
           bind(governanceApi.suspend, (req, ctx) => killSwitch.suspend(req, ctx.caller)),

@@ -22,11 +22,12 @@ import {
   type ExecutionEventBus,
   type RequestContext,
 } from '@a2a-js/sdk/server';
-import { isParleyError, type Part, type RoomMessage } from '@parley/contracts';
-import type { Logger } from '@parley/kit';
+import { isParleyError, type Part, type RoomMessage, subjects } from '@parley/contracts';
+import { type Logger, respondTo } from '@parley/kit';
 import type { PulledDelivery } from '@parley/sdk';
 import type { GatewayService } from '../service.js';
-import { a2aKeys, callerOf } from './store.js';
+import { RemoteBus } from './replicas.js';
+import { a2aKeys, callerOf, keyToken } from './store.js';
 
 /** Metadata keys the bridge puts on (and reads from) room messages. */
 export const A2A_META = { task: 'a2a.task', context: 'a2a.context', state: 'a2a.state' } as const;
@@ -203,6 +204,35 @@ export function createParleyExecutor(o: {
     }
   }
 
+  /** Cancels a task this replica runs: tells the agent (when it may have the request), ends the wait. */
+  async function cancelHere(taskId: string, bus: ExecutionEventBus, r: Running) {
+    if (r.room) {
+      const held = await service.pool.acquire(r.caller);
+      try {
+        await held.agent.rooms.room(r.room).send(`cancel: ${taskId}`, {
+          kind: 'task.update',
+          delegation: null,
+          mentions: [agentId],
+          metadata: { [A2A_META.task]: taskId, [A2A_META.state]: 'canceled' },
+        });
+      } finally {
+        held.release();
+      }
+    }
+    const contextId =
+      (await service.kv().get(a2aKeys.task(r.caller, taskId)))?.json<{ contextId?: string }>()?.contextId ??
+      '';
+    bus.publish(
+      AgentEvent.statusUpdate({
+        taskId,
+        contextId,
+        status: status(TaskState.TASK_STATE_CANCELED),
+        metadata: undefined,
+      }),
+    );
+    r.stop();
+  }
+
   return {
     /** Ends every wait (the HTTP side closes): the tasks stay as stored. */
     stopAll() {
@@ -275,17 +305,31 @@ export function createParleyExecutor(o: {
         },
       };
       running.set(taskId, entry);
+      // A cancel arriving at another replica is forwarded here (see replicas.ts).
+      const control = service.nc.subscribe(subjects.a2aTaskControl(keyToken(caller), keyToken(taskId)), {
+        callback: (_err, msg) => {
+          cancelHere(taskId, bus, entry).then(
+            () => respondTo(msg, new TextEncoder().encode('{"ok":true}')),
+            (err: unknown) =>
+              respondTo(msg, new TextEncoder().encode(JSON.stringify({ ok: false, error: String(err) }))),
+          );
+        },
+      });
+      const forget = () => {
+        control.unsubscribe();
+        running.delete(taskId);
+      };
       let room: string;
       try {
         room = await roomOf(caller, contextId);
         entry.room = room;
         await inboxes.ready(caller);
       } catch (err) {
-        running.delete(taskId);
+        forget();
         return finish(TaskState.TASK_STATE_REJECTED, refusal(err));
       }
       if (entry.canceled) {
-        running.delete(taskId);
+        forget();
         bus.finished();
         return;
       }
@@ -399,30 +443,34 @@ export function createParleyExecutor(o: {
       } finally {
         clearTimeout(timer);
         unwatch();
-        running.delete(taskId);
+        forget();
       }
     },
 
     async cancelTask(taskId: string, bus: ExecutionEventBus) {
       const r = running.get(taskId);
-      if (!r) throw new TaskNotCancelableError(`task ${taskId} is not running on this gateway`);
-      // Tell the agent (a task.update it can act on) when it may have the request, then end the wait.
-      if (r.room) {
-        const held = await service.pool.acquire(r.caller);
-        try {
-          await held.agent.rooms.room(r.room).send(`cancel: ${taskId}`, {
-            kind: 'task.update',
-            delegation: null,
-            mentions: [agentId],
-            metadata: { [A2A_META.task]: taskId, [A2A_META.state]: 'canceled' },
-          });
-        } finally {
-          held.release();
-        }
+      if (r) return cancelHere(taskId, bus, r);
+      if (!(bus instanceof RemoteBus)) {
+        throw new TaskNotCancelableError(`task ${taskId} is not running on this gateway`);
       }
+      // Another replica may run it: it cancels there, and its events come back over the bus.
+      try {
+        const answer = (await service.nc.request(bus.controlSubject, '', { timeout: 10_000 })).json<{
+          ok: boolean;
+          error?: string;
+        }>();
+        if (!answer.ok)
+          throw new TaskNotCancelableError(answer.error ?? `task ${taskId} could not be canceled`);
+        return;
+      } catch (err) {
+        // NoResponders, possibly wrapped in a RequestError: nobody runs the task.
+        const e = err as { message?: string; cause?: { message?: string } } | undefined;
+        if (!/no responders/i.test(`${e?.message} ${e?.cause?.message}`)) throw err;
+      }
+      // Nobody runs it (it waits for input, or its replica is gone): canceled as stored.
       const contextId =
-        (await service.kv().get(a2aKeys.task(r.caller, taskId)))?.json<{ contextId?: string }>()?.contextId ??
-        '';
+        (await service.kv().get(a2aKeys.task(bus.caller, taskId)))?.json<{ contextId?: string }>()
+          ?.contextId ?? '';
       bus.publish(
         AgentEvent.statusUpdate({
           taskId,
@@ -431,7 +479,7 @@ export function createParleyExecutor(o: {
           metadata: undefined,
         }),
       );
-      r.stop();
+      bus.finished();
     },
   };
 }

@@ -16,7 +16,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AgentCard as A2aCard } from '@a2a-js/sdk';
-import { DefaultExecutionEventBusManager, DefaultRequestHandler, type User } from '@a2a-js/sdk/server';
+import { DefaultRequestHandler, type User } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler } from '@a2a-js/sdk/server/express';
 import { type Agent, errorCodes, governanceApi, registryApi, request, serviceId } from '@parley/contracts';
 import express, { type Request } from 'express';
@@ -27,7 +27,8 @@ import { sendProblem, toClientError } from '../problem.js';
 import type { GatewayService, Principal } from '../service.js';
 import { CallerInboxes, createParleyExecutor } from './executor.js';
 import { startRemoteA2a } from './remote.js';
-import { createKvTaskStore, createPushStore } from './store.js';
+import { ReplicaEventBusManager } from './replicas.js';
+import { createKvTaskStore, createPushSender, createPushStore, watchPushConfigs } from './store.js';
 
 type RawWithPrincipal = IncomingMessage & { principal?: Principal };
 
@@ -115,15 +116,12 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
       .map((s) => s.trim().toLowerCase())
       .filter(Boolean),
   );
-  const pushStore = createPushStore(allowPrivate);
-  // One request handler per agent (and base URL, and card revision): the SDK's event buses of running
-  // tasks live in it, which `tasks/resubscribe` and `tasks/cancel` reach.
-  const handlers = new LRUCache<
-    string,
-    { router: express.Router; busManager: DefaultExecutionEventBusManager }
-  >({
-    max: 1000,
-  });
+  const pushStore = createPushStore(() => service.kv(), allowPrivate);
+  const pushConfigs = await watchPushConfigs(service.kv(), log);
+  const pushSender = createPushSender(pushConfigs, allowPrivate, log);
+  // One request handler per agent (and base URL, and card revision); the event buses of the tasks it
+  // runs are in its ReplicaEventBusManager, shared with the other replicas over NATS.
+  const handlers = new LRUCache<string, { router: express.Router }>({ max: 1000 });
   const executors = new Map<string, ReturnType<typeof createParleyExecutor>>();
 
   const baseOf = (req: Request) => {
@@ -152,8 +150,9 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
       executor = createParleyExecutor({ service, agentId: listing.id, inboxes, log });
       executors.set(listing.id, executor);
     }
-    const busManager = new DefaultExecutionEventBusManager();
-    const handler = new DefaultRequestHandler(card, taskStore, executor, busManager, pushStore);
+    // Events of tasks run here are shared over NATS; a task another replica runs is followed there.
+    const busManager = new ReplicaEventBusManager(service.nc, log);
+    const handler = new DefaultRequestHandler(card, taskStore, executor, busManager, pushStore, pushSender);
     const router = express.Router();
     const legacyCompat = { enabled: true };
     router.use(
@@ -162,7 +161,7 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
     );
     router.use('/jsonrpc', jsonRpcHandler({ requestHandler: handler, userBuilder, legacyCompat }));
     router.use('/rest', restHandler({ requestHandler: handler, userBuilder, legacyCompat }));
-    handlers.set(key, { router, busManager });
+    handlers.set(key, { router });
     return router;
   }
 
@@ -224,6 +223,7 @@ export async function registerA2a(app: FastifyInstance, service: GatewayService)
   const stopRemote = await startRemoteA2a(service, log);
   app.addHook('onClose', async () => {
     for (const e of executors.values()) e.stopAll();
+    pushConfigs.stop();
     await stopRemote();
   });
   await app.register(async (a2a) => {
