@@ -4,7 +4,9 @@
  * Two loops, so that slow work never delays a renewal:
  * - every third of the TTL, all held leases and this replica's liveness key (`replica.<id>`) are
  *   renewed at once; a lease that could not be renewed for three quarters of the TTL is given up
- *   before it can expire under a worker that still believes it owns the partition;
+ *   before it can expire under a worker that still believes it owns the partition; a renewal
+ *   refused because the key lapsed (or vanished with a killed nats-server) and nobody took it takes
+ *   the key back and keeps the worker;
  * - every TTL, the replica aims at its fair share, ceil(partitions / live replicas): it takes free
  *   partitions up to it, so partitions spread when replicas join and move to the survivors when one
  *   dies (after at most one TTL).
@@ -99,6 +101,31 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     balancing = kicked;
   }
 
+  /**
+   * After a renewal was refused: the lease's revision when it is still, or again, this replica's.
+   * A refusal often is no loss: the key expired while renewals were slow (a busy machine), or
+   * vanished with a nats-server killed before it wrote it, or the previous renewal was stored but
+   * its answer lost. Taking it back there keeps the worker and its consumer instead of restarting
+   * both, which after every outage cost each partition a consumer recreation. Safe: a key another
+   * replica created is never taken, and every inbox write is fenced anyway.
+   */
+  async function reclaim(p: number): Promise<number | undefined> {
+    const e = await o.kv.get(key(p));
+    if (e?.operation === 'PUT') {
+      const holder = (() => {
+        try {
+          return e.json<{ replica?: string }>().replica;
+        } catch {
+          return undefined;
+        }
+      })();
+      return holder === o.replicaId ? e.revision : undefined;
+    }
+    const revision = await o.kv.create(key(p), value);
+    log.info({ partition: p }, 'lapsed lease taken back (nobody else took it)');
+    return revision;
+  }
+
   async function renew(): Promise<void> {
     const now = Date.now();
     await Promise.allSettled([
@@ -119,7 +146,17 @@ export function createLeaseManager(o: LeaseManagerOptions) {
           h.revision = await o.kv.update(key(p), value, h.revision);
           h.renewedAt = now;
         } catch (err) {
-          if (isKvConflict(err) || Date.now() - h.renewedAt > o.ttlMs * 0.75) {
+          let lost = Date.now() - h.renewedAt > o.ttlMs * 0.75;
+          if (isKvConflict(err)) {
+            const revision = await reclaim(p).catch(() => undefined);
+            if (revision !== undefined && held.get(p) === h) {
+              h.revision = revision;
+              h.renewedAt = now;
+              return;
+            }
+            lost = true;
+          }
+          if (lost) {
             log.warn({ partition: p, err: (err as Error).message }, 'lease lost');
             if (held.get(p) === h) release(p, false);
           }
