@@ -20,6 +20,7 @@
  */
 import type { KV } from '@nats-io/kv';
 import { isKvConflict, type Logger } from '@parley/kit';
+import { type LiveKeys, watchLiveKeys } from './live-keys.js';
 
 /** What a lease manager drives. */
 export interface LeaseCallbacks {
@@ -165,10 +166,11 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     ]);
   }
 
+  /** Replicas seen alive (a KV watch, not a listing per balance: see live-keys.ts). */
+  let replicas: LiveKeys | undefined;
   async function liveReplicas(): Promise<Set<string>> {
-    // A set: the count must not depend on how a listing returns a key.
-    const live = new Set<string>([o.replicaId]);
-    for await (const k of await o.kv.keys('replica.*')) live.add(k.slice('replica.'.length));
+    const live = replicas?.live() ?? new Set<string>();
+    live.add(o.replicaId);
     return live;
   }
 
@@ -280,6 +282,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     async start(): Promise<void> {
       running = true;
       await o.kv.put(`replica.${o.replicaId}`, value);
+      replicas = await watchLiveKeys({ kv: o.kv, prefix: 'replica.', ttlMs: o.ttlMs, log });
       balancing = balance().catch((err) => log.warn({ err: (err as Error).message }, 'lease step failed'));
       await balancing;
       every(Math.max(100, Math.floor(o.ttlMs / 3)), renew, (p) => {
@@ -292,6 +295,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     /** Stops every worker and gives every lease back, so another replica takes over at once. */
     async stop(): Promise<void> {
       running = false;
+      replicas?.stop();
       for (const t of timers) clearTimeout(t);
       await Promise.allSettled([renewing, balancing]);
       for (const p of [...held.keys()]) release(p, true);
