@@ -17,9 +17,20 @@ const boundMs = arg('bound-ms', 5_000);
 const suites = [
   {
     label: 'reliability + cluster failover, 1-node backbone',
-    args: ['test/integration/reliability.test.ts', 'test/cluster'],
+    args: [
+      'test/integration/reliability.test.ts',
+      'test/integration/reliability-processes.test.ts',
+      'test/cluster',
+    ],
   },
-  { label: 'reliability, 3-node cluster', args: ['--nodes=3', 'test/integration/reliability.test.ts'] },
+  {
+    label: 'reliability, 3-node cluster',
+    args: [
+      '--nodes=3',
+      'test/integration/reliability.test.ts',
+      'test/integration/reliability-processes.test.ts',
+    ],
+  },
 ];
 
 // One busy loop per core: the tests compete for CPU with something that never yields.

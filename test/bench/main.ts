@@ -88,6 +88,10 @@ async function startBackbone(env: Record<string, string> = {}) {
       },
     },
   );
+  // A bench that fails must not leave its backbone (and its nats-server) running.
+  process.once('exit', () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  });
   let out = '';
   // The services' warnings (fan-out restarts, lease changes) explain stalls: keep them.
   child.stderr?.pipe(createWriteStream(join(home, 'services.log')));

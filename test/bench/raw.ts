@@ -1,7 +1,8 @@
 /**
  * The baseline: raw JetStream doing the same work as Parley's message path, as well tuned as we can
- * make it — one room write, one inbox write per member (with a per-recipient Nats-Msg-Id, as the
- * fan-out does), one durable consume + ack per member — with the same client options
+ * make it — one room write (with a Nats-Msg-Id, as the ingress writes), one inbox write per member
+ * (with a per-recipient Nats-Msg-Id, as the fan-out does), writes retried when they fail as Parley
+ * retries them, one durable consume + ack per member — with the same client options
  * (`noAsyncTraces`), the same JetStream publish path (kit's `JsPublisher`: PubAcks paired through one
  * subscription, no Error built per completed request), the same stream settings, the same
  * partitioned, batched fan-out, and the same
@@ -54,6 +55,18 @@ export interface Pipeline {
 }
 
 const PREFIX = 'bench';
+
+/** Runs `f` again when it fails, as Parley's SDK and fan-out retry their writes (10 attempts). */
+async function retried<T>(f: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await f();
+    } catch (err) {
+      if (attempt >= 10) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
+  }
+}
 const HEARTBEAT = nanos(5_000);
 
 export async function setupRaw(o: RawOptions): Promise<Pipeline> {
@@ -155,16 +168,20 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
             continue;
           }
           const batch = queue.splice(0, o.batch);
-          await Promise.all(
-            batch.flatMap((m) => {
-              const room = Number(m.subject.split('.')[3]);
-              return (members[room] ?? []).map((member) => {
-                const h = headers();
-                h.set('t', m.headers?.get('t') ?? '0');
-                h.set('Nats-Msg-Id', `${m.seq}:${member}`);
-                return fpub.publish(`${PREFIX}.inbox.${member}.${room}`, m.data, { headers: h });
-              });
-            }),
+          // As Parley's fan-out: a batch whose writes failed (no acknowledgement in time on a busy
+          // machine) is written again; the per-recipient Nats-Msg-Id makes that idempotent.
+          await retried(() =>
+            Promise.all(
+              batch.flatMap((m) => {
+                const room = Number(m.subject.split('.')[3]);
+                return (members[room] ?? []).map((member) => {
+                  const h = headers();
+                  h.set('t', m.headers?.get('t') ?? '0');
+                  h.set('Nats-Msg-Id', `${m.seq}:${member}`);
+                  return fpub.publish(`${PREFIX}.inbox.${member}.${room}`, m.data, { headers: h });
+                });
+              }),
+            ),
           );
           batch.at(-1)?.ack();
         }
@@ -181,11 +198,16 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   const pub = new JsPublisher(nc, '_INBOX.bench');
   await pub.start();
   const payload = new Uint8Array(o.payloadBytes).fill(120);
+  let sent = 0;
   const publish = (js: JsPublisher, i: number) => {
     const room = i % o.rooms;
     const h = headers();
     h.set('t', String(performance.now()));
-    return js.publish(`${PREFIX}.room.${room % o.partitions}.${room}`, payload, { headers: h });
+    // As Parley's ingress: the room write carries a message id, so a retry is stored once.
+    h.set('Nats-Msg-Id', `w${++sent}`);
+    return retried(() =>
+      js.publish(`${PREFIX}.room.${room % o.partitions}.${room}`, payload, { headers: h }),
+    );
   };
   const waitDelivered = (n: number) =>
     new Promise<void>((resolve) => {

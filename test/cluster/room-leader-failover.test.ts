@@ -55,13 +55,21 @@ describe('rooms on a 3-node JetStream cluster', () => {
     const acceptedAt = new Map<string, number>();
     let lastRestartAt = 0;
     let stopped = false;
+    // A send refused for good stops the sender: every wait below then fails with its error at once.
+    let sendError: unknown;
     const sending = (async () => {
       for (let i = 0; i < TOTAL && !stopped; i++) {
         const r = await room.send(`m${i}`, { deadlineMs: 60_000 });
         acceptedAt.set(r.id, Date.now());
         accepted.push(r);
       }
-    })();
+    })().catch((err: unknown) => {
+      sendError = err;
+    });
+    const acceptedAtLeast = (n: number) => {
+      if (sendError) throw new Error(`the sender stopped: ${String(sendError)}`, { cause: sendError });
+      return accepted.length >= n;
+    };
     // Leadership moves after a kill: ask until a leader answers.
     const leaderOf = async (name: string, not?: number) => {
       let found = -1;
@@ -83,7 +91,7 @@ describe('rooms on a 3-node JetStream cluster', () => {
     const figures: string[] = [];
     try {
       for (const after of KILL_AFTER) {
-        await waitFor(() => accepted.length >= after, `${after} accepted messages`, 60_000);
+        await waitFor(() => acceptedAtLeast(after), `${after} accepted messages`, 60_000);
         // Bob's inbox consumer is R1: the node holding it is not the one this test kills (a lost R1
         // consumer pauses that participant's deliveries until its node is back: another scenario).
         const inboxNode = (await jsm.consumers.info(streams.inbox, b.id)).cluster?.leader;
@@ -95,7 +103,7 @@ describe('rooms on a 3-node JetStream cluster', () => {
         const before = accepted.length;
         const killedAt = Date.now();
         await cluster.kill9(leader);
-        await waitFor(() => accepted.length > before + 1, 'a send accepted after the kill', 60_000);
+        await waitFor(() => acceptedAtLeast(before + 2), 'a send accepted after the kill', 60_000);
         const recoveredMs = Date.now() - killedAt;
         await leaderOf(streams.rooms, leader);
         // The killed node comes back with its data and catches up with what it missed.
@@ -124,9 +132,10 @@ describe('rooms on a 3-node JetStream cluster', () => {
         );
       }
       await sending;
+      if (sendError) throw sendError;
     } finally {
       stopped = true;
-      await sending.catch(() => undefined);
+      await sending;
     }
 
     assert.equal(accepted.length, TOTAL);

@@ -153,6 +153,10 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
       config: configs[i] as NatsServerConfig,
       configPath: join(dir, `n${i + 1}`, 'nats-server.conf'),
       logPath: join(dir, `n${i + 1}`, 'nats-server.log'),
+      // A clustered node restarted with its data recovers every stream and consumer group before it
+      // says it is ready: on a busy 2-core machine that took over 20 s (a node failing to start is
+      // then a test failure about the machine, not about Parley).
+      readyTimeoutMs: 90_000,
     });
   try {
     const started = await Promise.all(configs.map((_, i) => startNode(i)));

@@ -149,13 +149,16 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         await rm(home, { recursive: true, force: true });
       },
     };
-    // On a cluster, "NATS restarts" means every node goes down and comes back with its data.
+    // On a cluster, "NATS restarts" means every node goes down and comes back with its data. They
+    // come back together, as a cluster does after a power cut: one at a time, a node waits alone
+    // for peers that are not started yet.
     const restartCluster = async ({ kill = false } = {}) => {
-      for (let i = 0; i < (cluster?.urls.length ?? 0); i++) {
+      const nodes = Array.from({ length: cluster?.urls.length ?? 0 }, (_, i) => i);
+      for (const i of nodes) {
         if (kill) await cluster?.kill9(i);
         else await cluster?.stopNode(i);
       }
-      for (let i = 0; i < (cluster?.urls.length ?? 0); i++) await cluster?.restart(i);
+      await Promise.all(nodes.map((i) => cluster?.restart(i)));
     };
     return Object.assign(
       Object.create(running) as Standalone,

@@ -238,10 +238,21 @@ export function createFanout(o: FanoutOptions) {
     return c;
   }
 
-  async function lookupCursor(conn: FanoutConnection, recipient: string, room: string): Promise<Cursor> {
-    const last = await conn.jsm.direct.getMessage(streams.inbox, {
-      last_by_subj: subjects.inbox(recipient, room),
-    });
+  /**
+   * The last entry of a (recipient, room) inbox subject. A direct get may be answered by a follower
+   * that is behind (after a cluster restart it may not have the subject yet): the fence then refuses
+   * the write, and the second lookup asks the stream leader, which is never behind.
+   */
+  async function lookupCursor(
+    conn: FanoutConnection,
+    recipient: string,
+    room: string,
+    fromLeader = false,
+  ): Promise<Cursor> {
+    const query = { last_by_subj: subjects.inbox(recipient, room) };
+    const last = fromLeader
+      ? await conn.jsm.streams.getMessage(streams.inbox, query)
+      : await conn.jsm.direct.getMessage(streams.inbox, query);
     if (!last) return { roomSeq: 0, inboxSeq: 0 };
     return { roomSeq: Number(last.header.get(headerNames.roomSeq)) || 0, inboxSeq: last.seq };
   }
@@ -318,13 +329,13 @@ export function createFanout(o: FanoutOptions) {
         fenced = await publishOne(conn, first, recipient, room, c.roomSeq, c.inboxSeq);
       } catch (err) {
         if (!isKvConflict(err)) throw err;
-        c = await lookupCursor(conn, recipient, room);
+        c = await lookupCursor(conn, recipient, room, true);
         cursors.set(key, c);
         continue;
       }
       if (fenced.duplicate) {
         // Stored before, within the dedupe window: the cursor was behind. Read it again.
-        c = await lookupCursor(conn, recipient, room);
+        c = await lookupCursor(conn, recipient, room, true);
         cursors.set(key, c);
         continue;
       }

@@ -23,7 +23,6 @@ import {
   type SendRequestParsed,
   type Span,
   startMessagingSpan,
-  streams,
   type Tracer,
   traceAttributes,
   traceFieldsOf,
@@ -39,7 +38,7 @@ import {
 } from '@parley/kit';
 import type { PolicyCache } from './policy-cache.js';
 import type { RoomCache } from './room-cache.js';
-import { entryHeaders, senderOf } from './room-log.js';
+import { entryHeaders, senderOf, storedMessageId } from './room-log.js';
 import type { RoomRecord } from './room-store.js';
 
 /** What a guard sees of a send. */
@@ -77,7 +76,6 @@ export interface IngressDeps {
   hopLimit: number;
 }
 
-const dec = new TextDecoder();
 const TRACEPARENT = /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/;
 /** Refusals that are policy decisions (counted as denials by reason). */
 const DENIALS = new Set<ErrorCode>([
@@ -207,12 +205,20 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
             },
           );
         });
-      let id = message.id;
-      if (ack.duplicate) {
-        // A retry: answer with the id of the message stored the first time.
-        const stored = await deps.jsm.direct.getMessage(streams.rooms, { seq: ack.seq });
-        id = stored ? (JSON.parse(dec.decode(stored.data)) as RoomMessage).id : id;
-      }
+      // A retry: answer with the id of the message stored the first time (never with this copy's,
+      // which was not stored).
+      const id = ack.duplicate
+        ? await storedMessageId(deps.jsm, ack.seq).catch((err: unknown) => {
+            throw new ParleyError(
+              'UNAVAILABLE',
+              `the room log could not be read: ${(err as Error).message}`,
+              {
+                cause: err,
+                retryAfterMs: 250,
+              },
+            );
+          })
+        : message.id;
       span?.setAttribute(traceAttributes.roomSeq, ack.seq);
       respondTo(
         msg,

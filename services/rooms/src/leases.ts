@@ -4,7 +4,9 @@
  * Two loops, so that slow work never delays a renewal:
  * - every third of the TTL, all held leases and this replica's liveness key (`replica.<id>`) are
  *   renewed at once; a lease that could not be renewed for three quarters of the TTL is given up
- *   before it can expire under a worker that still believes it owns the partition;
+ *   before it can expire under a worker that still believes it owns the partition; a renewal
+ *   refused because the key lapsed (or vanished with a killed nats-server) and nobody took it takes
+ *   the key back and keeps the worker;
  * - every TTL, the replica aims at its fair share, ceil(partitions / live replicas): it takes free
  *   partitions up to it, so partitions spread when replicas join and move to the survivors when one
  *   dies (after at most one TTL).
@@ -18,6 +20,7 @@
  */
 import type { KV } from '@nats-io/kv';
 import { isKvConflict, type Logger } from '@parley/kit';
+import { type LiveKeys, watchLiveKeys } from './live-keys.js';
 
 /** What a lease manager drives. */
 export interface LeaseCallbacks {
@@ -99,6 +102,31 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     balancing = kicked;
   }
 
+  /**
+   * After a renewal was refused: the lease's revision when it is still, or again, this replica's.
+   * A refusal often is no loss: the key expired while renewals were slow (a busy machine), or
+   * vanished with a nats-server killed before it wrote it, or the previous renewal was stored but
+   * its answer lost. Taking it back there keeps the worker and its consumer instead of restarting
+   * both, which after every outage cost each partition a consumer recreation. Safe: a key another
+   * replica created is never taken, and every inbox write is fenced anyway.
+   */
+  async function reclaim(p: number): Promise<number | undefined> {
+    const e = await o.kv.get(key(p));
+    if (e?.operation === 'PUT') {
+      const holder = (() => {
+        try {
+          return e.json<{ replica?: string }>().replica;
+        } catch {
+          return undefined;
+        }
+      })();
+      return holder === o.replicaId ? e.revision : undefined;
+    }
+    const revision = await o.kv.create(key(p), value);
+    log.info({ partition: p }, 'lapsed lease taken back (nobody else took it)');
+    return revision;
+  }
+
   async function renew(): Promise<void> {
     const now = Date.now();
     await Promise.allSettled([
@@ -119,7 +147,17 @@ export function createLeaseManager(o: LeaseManagerOptions) {
           h.revision = await o.kv.update(key(p), value, h.revision);
           h.renewedAt = now;
         } catch (err) {
-          if (isKvConflict(err) || Date.now() - h.renewedAt > o.ttlMs * 0.75) {
+          let lost = Date.now() - h.renewedAt > o.ttlMs * 0.75;
+          if (isKvConflict(err)) {
+            const revision = await reclaim(p).catch(() => undefined);
+            if (revision !== undefined && held.get(p) === h) {
+              h.revision = revision;
+              h.renewedAt = now;
+              return;
+            }
+            lost = true;
+          }
+          if (lost) {
             log.warn({ partition: p, err: (err as Error).message }, 'lease lost');
             if (held.get(p) === h) release(p, false);
           }
@@ -128,10 +166,11 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     ]);
   }
 
+  /** Replicas seen alive (a KV watch, not a listing per balance: see live-keys.ts). */
+  let replicas: LiveKeys | undefined;
   async function liveReplicas(): Promise<Set<string>> {
-    // A set: the count must not depend on how a listing returns a key.
-    const live = new Set<string>([o.replicaId]);
-    for await (const k of await o.kv.keys('replica.*')) live.add(k.slice('replica.'.length));
+    const live = replicas?.live() ?? new Set<string>();
+    live.add(o.replicaId);
     return live;
   }
 
@@ -243,6 +282,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     async start(): Promise<void> {
       running = true;
       await o.kv.put(`replica.${o.replicaId}`, value);
+      replicas = await watchLiveKeys({ kv: o.kv, prefix: 'replica.', ttlMs: o.ttlMs, log });
       balancing = balance().catch((err) => log.warn({ err: (err as Error).message }, 'lease step failed'));
       await balancing;
       every(Math.max(100, Math.floor(o.ttlMs / 3)), renew, (p) => {
@@ -255,6 +295,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     /** Stops every worker and gives every lease back, so another replica takes over at once. */
     async stop(): Promise<void> {
       running = false;
+      replicas?.stop();
       for (const t of timers) clearTimeout(t);
       await Promise.allSettled([renewing, balancing]);
       for (const p of [...held.keys()]) release(p, true);

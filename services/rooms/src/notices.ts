@@ -21,14 +21,12 @@ import {
   ParleyError,
   partitionOf,
   type RoomChange,
-  type RoomMessage,
   RoomPolicy,
   type roomsApi,
-  streams,
 } from '@parley/contracts';
 import { isKvConflict } from '@parley/kit';
 import type { ParticipantDirectory } from './participants.js';
-import { appendEntry, systemEntry } from './room-log.js';
+import { appendEntry, storedMessageId, systemEntry } from './room-log.js';
 import { createEntry, keys, type RoomRecord, readEntry } from './room-store.js';
 
 /** The title every notice room has. */
@@ -36,7 +34,6 @@ export const NOTICE_ROOM_TITLE = 'Parley notices';
 
 const noticesKey = (participant: string) => `notices.${participant}`;
 const enc = new TextEncoder();
-const dec = new TextDecoder();
 
 /** Notices for participants. */
 export function createNotices(o: {
@@ -135,12 +132,8 @@ export function createNotices(o: {
       });
       entry.parts.unshift({ type: 'text', text: req.text });
       const { seq, duplicate } = await appendEntry(o.js, room, entry, `notice:${req.key}`);
-      let id = entry.id;
-      if (duplicate) {
-        // A retry: answer with the id stored the first time.
-        const stored = await o.jsm.direct.getMessage(streams.rooms, { seq });
-        id = stored ? (JSON.parse(dec.decode(stored.data)) as RoomMessage).id : id;
-      }
+      // A retry: answer with the id stored the first time (never with this copy's, not stored).
+      const id = duplicate ? await storedMessageId(o.jsm, seq) : entry.id;
       return { room: room.id, roomSeq: seq, id, duplicate };
     },
   };

@@ -12,6 +12,8 @@ import {
   subjects,
 } from '@parley/contracts';
 
+const dec = new TextDecoder();
+
 /** Where a room's log lives. */
 export interface RoomLocation {
   id: string;
@@ -70,6 +72,21 @@ export async function appendEntry(
     headers: entryHeaders(message),
   });
   return { seq: ack.seq, duplicate: ack.duplicate };
+}
+
+/**
+ * The id of the message stored at `seq` (the first copy of a de-duplicated retry), read from the
+ * stream leader. Not a direct get: any replica answers those, and a follower still catching up
+ * (e.g. after a cluster restart) answers "no message" for an entry it has not applied yet. Throws
+ * when the entry cannot be read (the client retries with the same id): a retry must never be
+ * answered with the id of the copy that was not stored, which no member would ever receive.
+ * Retries are rare, so the leader round trip costs nothing on the send path.
+ */
+export async function storedMessageId(jsm: JetStreamManager, seq: number): Promise<string> {
+  const stored = await jsm.streams.getMessage(streams.rooms, { seq });
+  const id = stored ? (JSON.parse(dec.decode(stored.data)) as Partial<RoomMessage>).id : undefined;
+  if (typeof id !== 'string') throw new Error(`room log entry ${seq} could not be read back`);
+  return id;
 }
 
 /**

@@ -1,0 +1,69 @@
+/**
+ * Which `<prefix><id>` keys of a TTL bucket (`parley_leases`) are live, kept current by one KV watch
+ * instead of a key listing per look. A listing is an ephemeral consumer on the bucket's stream, and
+ * the lease balance and the ingress replica count listed every second or two: on a cluster each
+ * one is a consumer assignment in the JetStream meta log, and during an outage the listings that
+ * timed out were retried all along. A node restarted after a whole-cluster kill then replayed
+ * thousands of them and was not ready after 90 s. Expiry (the bucket's max age) writes no delete
+ * marker, so a key counts as live while it was put less than 1.5 TTLs ago (its owner puts it every
+ * third of the TTL).
+ */
+import type { KV } from '@nats-io/kv';
+import type { Logger } from '@parley/kit';
+
+/** The ids behind the live keys of one prefix. */
+export interface LiveKeys {
+  /** The ids whose key was put within the last 1.5 TTLs. */
+  live(): Set<string>;
+  stop(): void;
+}
+
+/** Starts watching `<prefix>*` in `kv`; resolves once the keys present now are known. */
+export async function watchLiveKeys(o: {
+  kv: KV;
+  prefix: string;
+  ttlMs: number;
+  log: Logger;
+}): Promise<LiveKeys> {
+  const seen = new Map<string, number>();
+  let stopped = false;
+  let stopWatch: (() => void) | undefined;
+  const watch = async () => {
+    const iter = await o.kv.watch({ key: `${o.prefix}*`, headers_only: true });
+    stopWatch = () => iter.stop();
+    void (async () => {
+      try {
+        for await (const e of iter) {
+          const id = e.key.slice(o.prefix.length);
+          if (e.operation === 'PUT') seen.set(id, Date.now());
+          else seen.delete(id);
+        }
+      } catch (err) {
+        o.log.warn({ err: (err as Error).message, prefix: o.prefix }, 'live keys watch ended');
+      }
+      // Ended under us (not stopped): watch again, what was seen stays until it ages out.
+      while (!stopped) {
+        try {
+          await watch();
+          return;
+        } catch {
+          await new Promise((r) => setTimeout(r, 1_000));
+        }
+      }
+    })();
+  };
+  await watch();
+  // The keys present now, once (the watch's first values arrive in the background).
+  for await (const k of await o.kv.keys(`${o.prefix}*`)) seen.set(k.slice(o.prefix.length), Date.now());
+  return {
+    live() {
+      const oldest = Date.now() - o.ttlMs * 1.5;
+      for (const [id, at] of seen) if (at < oldest) seen.delete(id);
+      return new Set(seen.keys());
+    },
+    stop() {
+      stopped = true;
+      stopWatch?.();
+    },
+  };
+}
