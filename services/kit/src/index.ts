@@ -10,6 +10,7 @@ export * from './logger.js';
 export * from './metrics.js';
 export * from './micro.js';
 export * from './nats.js';
+export * from './nats-errors.js';
 export * from './process.js';
 export * from './reply.js';
 export * from './service.js';

@@ -31,6 +31,7 @@ import {
   createStandingView,
   deleteInboxConsumer,
   ensureInboxConsumer,
+  isKvConflict,
   type KvWatch,
   type Logger,
   type ParleyService,
@@ -374,7 +375,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
         rev = await kv.update(registryKeys.agent(req.agent), JSON.stringify(stored), req.revision);
       } catch (err) {
         if (renamed) await releaseName(kv, newClaim).catch(() => undefined);
-        if (!/wrong last sequence/i.test((err as Error).message)) throw err;
+        if (!isKvConflict(err)) throw err;
         await readThrough(registryKeys.agent(req.agent));
         const current = catalog.agents.get(req.agent)?.revision;
         throw new ParleyError(
@@ -558,7 +559,7 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
           catalog.applyRegistryEntry(entry(key, rev, value));
         } catch (err) {
           // Already seeded on an earlier start.
-          if (!/wrong last sequence|key exists/i.test((err as Error).message)) throw err;
+          if (!isKvConflict(err)) throw err;
         }
       }
       // The admin takes part like anyone: it needs an inbox.

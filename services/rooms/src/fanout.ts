@@ -53,7 +53,14 @@ import {
   type Tracer,
   traceAttributes,
 } from '@parley/contracts';
-import { isKvConflict, type JsPublisher, type Logger, type ParleyMetrics, type StoredAck } from '@parley/kit';
+import {
+  isConsumerNotFound,
+  isKvConflict,
+  type JsPublisher,
+  type Logger,
+  type ParleyMetrics,
+  type StoredAck,
+} from '@parley/kit';
 import { createLeaseManager } from './leases.js';
 import { LruMap } from './lru.js';
 import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
@@ -149,8 +156,8 @@ export function createFanout(o: FanoutOptions) {
       idle_heartbeat: nanos(PUSH_IDLE_HEARTBEAT_MS),
       flow_control: true,
     };
-    const info = await o.jsm.consumers.info(streams.rooms, name).catch((err: Error) => {
-      if (/consumer not found/i.test(err.message)) return undefined;
+    const info = await o.jsm.consumers.info(streams.rooms, name).catch((err: unknown) => {
+      if (isConsumerNotFound(err)) return undefined;
       throw err;
     });
     if (!info) {
