@@ -229,7 +229,7 @@ export function createAuthorization(deps: AuthorizationDeps) {
   return {
     /** Starts listening for card changes (they change what an agent is granted). */
     start() {
-      registryChanges = deps.nc.subscribe('parley.evt.registry.>', { callback: () => cache.clear() });
+      registryChanges = deps.nc.subscribe(subjects.eventsOf('registry'), { callback: () => cache.clear() });
     },
     stop() {
       clearInterval(sweep);

@@ -11,6 +11,7 @@ import {
   registryApi,
   request,
   serviceId,
+  subjects,
   type Tracer,
 } from '@parley/contracts';
 
@@ -91,7 +92,7 @@ export function createDirectory(o: DirectoryOptions) {
   return {
     /** Starts listening for registry changes (cards, deregistrations). */
     start() {
-      changes = o.nc.subscribe('parley.evt.registry.>', {
+      changes = o.nc.subscribe(subjects.eventsOf('registry'), {
         callback: (err, msg) => {
           if (err) return;
           const id = msg.json<{ subject?: string }>().subject;

@@ -24,6 +24,7 @@ import {
   type Span,
   startMessagingSpan,
   streams,
+  subjects,
   type Tracer,
   traceAttributes,
   traceFieldsOf,
@@ -101,7 +102,7 @@ function requestTrace(msg: Msg): RoomMessage['trace'] {
 
 /** Serves `parley.in.*.send` on `micro`. */
 export function serveIngress(micro: MicroService, deps: IngressDeps): void {
-  const endpoint = micro.endpoint({ name: 'send', subject: 'parley.in.*.send', queue: 'rooms-ingress' });
+  const endpoint = micro.endpoint({ name: 'send', subject: subjects.sendListen(), queue: 'rooms-ingress' });
   const log = deps.log.child({ component: 'ingress' });
   const watch = { log, metrics: deps.metrics };
 
@@ -192,7 +193,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         });
       }
       const ack = await deps.publisher
-        .publish(`parley.room.${r.partition}.${r.id}`, encodeJson(message), {
+        .publish(subjects.room(r.partition, r.id), encodeJson(message), {
           msgID: `${sender}:${req.clientMsgId}`,
           headers: entryHeaders(message),
         })
@@ -223,5 +224,5 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
     }
   }
 
-  micro.subscribe('parley.in.*.send', 'rooms-ingress', (msg) => endpoint.run(() => handle(msg)));
+  micro.subscribe(subjects.sendListen(), 'rooms-ingress', (msg) => endpoint.run(() => handle(msg)));
 }
