@@ -17,7 +17,7 @@ import {
   RevokedUserKey,
   readStanding,
 } from '@parley/contracts';
-import { type AccountSigner, type MintedCreds, signAccountJwt } from './operator.js';
+import { type AccountSigner, type MintedCreds, signAccountJwt } from '@parley/keys';
 import { appendAudit, type Logger, publishEvent, snapshotKv, updateKv } from '@parley/kit';
 
 /** How governance pushes account JWT updates to the NATS server. */

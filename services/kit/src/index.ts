@@ -12,6 +12,7 @@ export * from './micro.js';
 export * from './nats.js';
 export * from './nats-errors.js';
 export * from './process.js';
+export * from './registry-store.js';
 export * from './reply.js';
 export * from './service.js';
 export * from './standing.js';

@@ -27,6 +27,7 @@ import {
 } from '@parley/contracts';
 import {
   bind,
+  claimName,
   createMicroService,
   createStandingView,
   deleteInboxConsumer,
@@ -34,25 +35,28 @@ import {
   isKvConflict,
   type KvWatch,
   type Logger,
+  nameKey,
   type ParleyService,
   packageVersion,
   publishEvent,
+  registryKeys,
+  releaseName,
   respondError,
   respondTo,
   type ServiceResponder,
   type ServiceTelemetry,
   type StandingView,
+  seedRegistry,
   serveApis,
   toParleyError,
   watchKv,
 } from '@parley/kit';
 import { canManage, canSee, canSeeHuman, canUpdateCard, isAdminOf, seesAll, type Viewer } from './access.js';
-import { type AgentDoc, Catalog, registryKeys, type StoredAgent } from './catalog.js';
+import { type AgentDoc, Catalog, type StoredAgent } from './catalog.js';
 import { discover, listAgents } from './discovery.js';
-import { claimName, nameKey, releaseName } from './names.js';
 import { createPresence, type PresenceTracker } from './presence.js';
 
-export { registryKeys } from './catalog.js';
+export { registryKeys } from '@parley/kit';
 
 /** What the registry needs. */
 export interface RegistryDeps extends ServiceTelemetry, ServiceResponder {
@@ -538,32 +542,8 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
     ready: () => started,
     async seed({ org, admin }) {
       const { kv, jsm } = store();
-      const now = new Date().toISOString();
-      const orgRecord: OrgT = Org.parse({ id: org.id, name: org.name, createdAt: now });
-      const adminRecord: HumanT = Human.parse({
-        id: admin.id,
-        org: org.id,
-        name: admin.name,
-        role: 'admin',
-        superadmin: true,
-        createdAt: now,
-      });
-      await claimName(kv, nameKey('org', '_', org.name), org.id, `organisation name "${org.name}"`);
-      await claimName(kv, nameKey('user', org.id, admin.name), admin.id, `name "${admin.name}"`);
-      for (const [key, value] of [
-        [registryKeys.org(org.id), orgRecord],
-        [registryKeys.user(admin.id), adminRecord],
-      ] as const) {
-        try {
-          const rev = await kv.create(key, JSON.stringify(value));
-          catalog.applyRegistryEntry(entry(key, rev, value));
-        } catch (err) {
-          // Already seeded on an earlier start.
-          if (!isKvConflict(err)) throw err;
-        }
-      }
-      // The admin takes part like anyone: it needs an inbox.
-      await ensureInboxConsumer(jsm, admin.id, deps.backbone);
+      for (const r of await seedRegistry({ kv, jsm, org, admin, backbone: deps.backbone }))
+        catalog.applyRegistryEntry(entry(r.key, r.revision, r.value));
     },
   };
 }
