@@ -22,6 +22,7 @@ import {
   subjects,
   traceAttributes,
 } from '@parley/contracts';
+import { LRUCache } from 'lru-cache';
 import type { Agent } from './agent.js';
 import { handling } from './handling.js';
 
@@ -61,7 +62,7 @@ export function argsDigest(args: unknown): string {
 /** A participant's tool calls: `agent.tools`. */
 export class Tools {
   readonly #agent: Agent;
-  readonly #cache = new Map<string, { decision: Decision; until: number }>();
+  readonly #cache = new LRUCache<string, { decision: Decision; until: number }>({ max: 1_000 });
   #notices: Subscription | undefined;
 
   /** @internal created by {@link Agent} */
@@ -106,7 +107,6 @@ export class Tools {
     });
     if (decision.allow && decision.ttlMs > 0) {
       this.#cache.set(key, { decision, until: Date.now() + decision.ttlMs });
-      if (this.#cache.size > 1_000) this.#cache.delete(this.#cache.keys().next().value as string);
     } else {
       this.#cache.delete(key);
     }

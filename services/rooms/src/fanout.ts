@@ -61,8 +61,8 @@ import {
   type ParleyMetrics,
   type StoredAck,
 } from '@parley/kit';
+import { LRUCache } from 'lru-cache';
 import { createLeaseManager } from './leases.js';
-import { LruMap } from './lru.js';
 import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
 import type { ObservedEntry } from './runaway.js';
 
@@ -126,8 +126,8 @@ const replicaToken = (id: string) => id.replace(/[^A-Za-z0-9_-]/g, '_');
 
 export function createFanout(o: FanoutOptions) {
   const log = o.log.child({ component: 'fanout', replica: o.replicaId });
-  const views = new LruMap<string, RoomView>(50_000);
-  const cursors = new LruMap<string, Cursor>(200_000);
+  const views = new LRUCache<string, RoomView>({ max: 50_000 });
+  const cursors = new LRUCache<string, Cursor>({ max: 200_000 });
   const workers = new Map<number, ReturnType<typeof startWorker>>();
 
   const deliverSubject = (p: number) =>
