@@ -134,7 +134,7 @@ export class Tools {
       toolCall: id,
       ...(options.cache === false ? { cache: false } : {}),
     });
-    const record = (status: 'ok' | 'error' | 'denied', durationMs: number, error?: string) =>
+    const record = (status: 'ok' | 'error', durationMs: number, error?: string) =>
       this.#agent
         .call(governanceApi.recordToolCall, {
           id,
@@ -148,9 +148,12 @@ export class Tools {
           ...(ctx ? { message: ctx.messageId } : {}),
           ...(ctx?.causedBy ? { causedBy: ctx.causedBy } : {}),
         })
-        .catch(() => undefined);
+        // The call's outcome stands either way; the dropped audit record is reported.
+        .catch((err: unknown) =>
+          this.#agent.reportFailure(err, 'tool_audit', { toolCall: id, tool: name, status }),
+        );
     if (!decision.allow) {
-      await record('denied', 0);
+      // Governance audited the denial when it decided (the audit chain reads it from there).
       throw new ParleyError(decision.code ?? 'PERMISSION_DENIED', `${name}: ${decision.reason}`, {
         details: { toolCall: id, action, decidedBy: decision.decidedBy, chain: decision.chain },
       });
