@@ -71,6 +71,9 @@ async function startBackbone(env: Record<string, string> = {}) {
       String(natsPort),
       '--http-port',
       String(httpPort),
+      // Not the default 7422: another process on the machine may hold it.
+      '--nats-ws-port',
+      String(await freePort()),
     ],
     {
       cwd: root,
