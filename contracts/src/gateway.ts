@@ -107,15 +107,31 @@ export const gatewayKeys = {
 
 const Label = z.string().trim().max(100).default('');
 
+/**
+ * A method of the gateway's API: every one is served by the gateway to participants, with named
+ * request and response schemas (the names the protocol docs and JSON Schemas use).
+ */
+function gatewayMethod<Req extends z.ZodType, Res extends z.ZodType>(
+  method: string,
+  o: { summary: string; effect?: 'read'; request: [string, Req]; response: [string, Res] },
+) {
+  return defineApi({
+    service: 'gateway',
+    method,
+    summary: o.summary,
+    access: 'participant',
+    ...(o.effect ? { effect: o.effect } : {}),
+    request: named(o.request[0], o.request[1]),
+    response: named(o.response[0], o.response[1]),
+  });
+}
+
 /** The gateway's API (served by the gateway over NATS; the CLI's `parley key|hook|webhook`). */
 export const gatewayApi = {
-  createKey: defineApi({
-    service: 'gateway',
-    method: 'createKey',
+  createKey: gatewayMethod('createKey', {
     summary:
       'Mint an API key that acts as exactly one agent at the gateway (the agent itself, its owner or an admin of its org). The key is returned once; only its hash is stored.',
-    access: 'participant',
-    request: named(
+    request: [
       'CreateApiKeyRequest',
       z.object({
         agent: AgentId,
@@ -123,33 +139,24 @@ export const gatewayApi = {
         scopes: z.array(ApiKeyScope).min(1).default(['read', 'write']),
         ttlDays: z.int().min(1).max(3650).optional().describe('Unset: the key does not expire.'),
       }),
-    ),
-    response: named('CreateApiKeyResponse', z.object({ key: z.string(), info: ApiKeyInfo })),
+    ],
+    response: ['CreateApiKeyResponse', z.object({ key: z.string(), info: ApiKeyInfo })],
   }),
-  listKeys: defineApi({
-    service: 'gateway',
-    method: 'listKeys',
+  listKeys: gatewayMethod('listKeys', {
     effect: 'read',
     summary: 'The API keys of an agent (the agent, its owner or an admin of its org); never their secrets.',
-    access: 'participant',
-    request: named('ListApiKeysRequest', z.object({ agent: AgentId })),
-    response: named('ListApiKeysResponse', z.object({ keys: z.array(ApiKeyInfo) })),
+    request: ['ListApiKeysRequest', z.object({ agent: AgentId })],
+    response: ['ListApiKeysResponse', z.object({ keys: z.array(ApiKeyInfo) })],
   }),
-  revokeKey: defineApi({
-    service: 'gateway',
-    method: 'revokeKey',
+  revokeKey: gatewayMethod('revokeKey', {
     summary: 'Revoke an API key at once (the agent, its owner or an admin of its org).',
-    access: 'participant',
-    request: named('RevokeApiKeyRequest', z.object({ id: ApiKeyId })),
-    response: named('RevokeApiKeyResponse', z.object({ id: ApiKeyId, revoked: z.boolean() })),
+    request: ['RevokeApiKeyRequest', z.object({ id: ApiKeyId })],
+    response: ['RevokeApiKeyResponse', z.object({ id: ApiKeyId, revoked: z.boolean() })],
   }),
-  createHook: defineApi({
-    service: 'gateway',
-    method: 'createHook',
+  createHook: gatewayMethod('createHook', {
     summary:
       'Create an inbound webhook for a bridge agent that posts to a room (or to one participant, in their direct room). Returns the signing secret once (Standard Webhooks whsec_ form; GitHub-style hooks use the same secret).',
-    access: 'participant',
-    request: named(
+    request: [
       'CreateHookRequest',
       z
         .object({
@@ -163,77 +170,56 @@ export const gatewayApi = {
         .refine((r) => (r.room === undefined) !== (r.participant === undefined), {
           message: 'give exactly one of room and participant',
         }),
-    ),
-    response: named('CreateHookResponse', z.object({ info: HookInfo, secret: z.string(), path: z.string() })),
+    ],
+    response: ['CreateHookResponse', z.object({ info: HookInfo, secret: z.string(), path: z.string() })],
   }),
-  listHooks: defineApi({
-    service: 'gateway',
-    method: 'listHooks',
+  listHooks: gatewayMethod('listHooks', {
     effect: 'read',
     summary: 'The inbound webhooks of a bridge agent (never their secrets).',
-    access: 'participant',
-    request: named('ListHooksRequest', z.object({ agent: AgentId })),
-    response: named('ListHooksResponse', z.object({ hooks: z.array(HookInfo) })),
+    request: ['ListHooksRequest', z.object({ agent: AgentId })],
+    response: ['ListHooksResponse', z.object({ hooks: z.array(HookInfo) })],
   }),
-  rotateHookSecret: defineApi({
-    service: 'gateway',
-    method: 'rotateHookSecret',
+  rotateHookSecret: gatewayMethod('rotateHookSecret', {
     summary: 'A new signing secret for a hook; the old one stops verifying at once.',
-    access: 'participant',
-    request: named('RotateHookSecretRequest', z.object({ id: HookId })),
-    response: named('RotateHookSecretResponse', z.object({ info: HookInfo, secret: z.string() })),
+    request: ['RotateHookSecretRequest', z.object({ id: HookId })],
+    response: ['RotateHookSecretResponse', z.object({ info: HookInfo, secret: z.string() })],
   }),
-  deleteHook: defineApi({
-    service: 'gateway',
-    method: 'deleteHook',
+  deleteHook: gatewayMethod('deleteHook', {
     summary: 'Delete an inbound webhook.',
-    access: 'participant',
-    request: named('DeleteHookRequest', z.object({ id: HookId })),
-    response: named('DeleteHookResponse', z.object({ id: HookId, deleted: z.boolean() })),
+    request: ['DeleteHookRequest', z.object({ id: HookId })],
+    response: ['DeleteHookResponse', z.object({ id: HookId, deleted: z.boolean() })],
   }),
-  setWebhook: defineApi({
-    service: 'gateway',
-    method: 'setWebhook',
+  setWebhook: gatewayMethod('setWebhook', {
     summary:
       'Deliver an agent’s inbox as Standard-Webhooks-signed POSTs to a URL (in order per room, retried with backoff, dead-lettered after maxAttempts). Private and loopback addresses are refused unless the operator allows them. Returns the signing secret once.',
-    access: 'participant',
-    request: named(
+    request: [
       'SetWebhookRequest',
       z.object({
         agent: AgentId,
         url: z.url({ protocol: /^https?$/ }),
         maxAttempts: z.int().min(1).max(20).default(8),
       }),
-    ),
-    response: named('SetWebhookResponse', z.object({ info: WebhookInfo, secret: z.string() })),
+    ],
+    response: ['SetWebhookResponse', z.object({ info: WebhookInfo, secret: z.string() })],
   }),
-  getWebhook: defineApi({
-    service: 'gateway',
-    method: 'getWebhook',
+  getWebhook: gatewayMethod('getWebhook', {
     effect: 'read',
     summary: 'An agent’s outbound webhook and its dead letters.',
-    access: 'participant',
-    request: named('GetWebhookRequest', z.object({ agent: AgentId })),
-    response: named(
+    request: ['GetWebhookRequest', z.object({ agent: AgentId })],
+    response: [
       'GetWebhookResponse',
       z.object({ info: WebhookInfo, deadLetters: z.array(WebhookDeadLetter) }),
-    ),
+    ],
   }),
-  deleteWebhook: defineApi({
-    service: 'gateway',
-    method: 'deleteWebhook',
+  deleteWebhook: gatewayMethod('deleteWebhook', {
     summary: 'Stop delivering an agent’s inbox to its URL.',
-    access: 'participant',
-    request: named('DeleteWebhookRequest', z.object({ agent: AgentId })),
-    response: named('DeleteWebhookResponse', z.object({ deleted: z.boolean() })),
+    request: ['DeleteWebhookRequest', z.object({ agent: AgentId })],
+    response: ['DeleteWebhookResponse', z.object({ deleted: z.boolean() })],
   }),
-  replayWebhook: defineApi({
-    service: 'gateway',
-    method: 'replayWebhook',
+  replayWebhook: gatewayMethod('replayWebhook', {
     summary:
       'POST a room’s messages after a position to the agent’s webhook again (from the room log), in order.',
-    access: 'participant',
-    request: named('ReplayWebhookRequest', z.object({ agent: AgentId, room: RoomId, after: z.int().min(0) })),
-    response: named('ReplayWebhookResponse', z.object({ delivered: z.int().min(0) })),
+    request: ['ReplayWebhookRequest', z.object({ agent: AgentId, room: RoomId, after: z.int().min(0) })],
+    response: ['ReplayWebhookResponse', z.object({ delivered: z.int().min(0) })],
   }),
 } as const;

@@ -19,6 +19,13 @@ function tokens(value: string, what: string): string {
 /** The root of every Parley subject. */
 export const ROOT = 'parley';
 
+/**
+ * `parley.in.` — the prefix of every subject a participant publishes on (the next token is the
+ * participant: see {@link callerOf}). For code that must test a subject's shape in place, on a hot
+ * path, without splitting it.
+ */
+export const IN_PREFIX = `${ROOT}.in.`;
+
 /** Verbs a participant may publish under its own `parley.in.<id>.` prefix. */
 export const verbs = { send: 'send', presence: 'presence', usage: 'usage', api: 'api' } as const;
 
@@ -39,6 +46,8 @@ export const subjects = {
   /** What a service subscribes to for one of its API methods, from any caller. */
   apiListen: (service: string, method: string) =>
     `${ROOT}.in.*.api.${token(service, 'service')}.${token(method, 'method')}`,
+  /** What a service subscribes to for all of its API methods, from any caller (one subscription). */
+  apiServiceListen: (service: string) => `${ROOT}.in.*.api.${token(service, 'service')}.*`,
   /** What the ingress subscribes to for sends from any participant. */
   sendListen: () => `${ROOT}.in.*.send`,
   /** What the registry subscribes to for presence heartbeats. */
@@ -63,6 +72,8 @@ export const subjects = {
   /** `parley.evt.<domain>.<kind>` — a control-plane event. */
   event: (domain: string, kind: string) =>
     `${ROOT}.evt.${token(domain, 'event domain')}.${tokens(kind, 'event kind')}`,
+  /** `parley.evt.<domain>.>` — every event of one domain (a subscription or a consumer filter). */
+  eventsOf: (domain: string) => `${ROOT}.evt.${token(domain, 'event domain')}.>`,
   /** `parley.audit.<domain>` — an audit record. */
   audit: (domain: string) => `${ROOT}.audit.${token(domain, 'audit domain')}`,
   /** `parley.dlq.<participantId>` — a dead letter for that participant. */

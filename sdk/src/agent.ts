@@ -5,6 +5,7 @@ import {
   type ApiRequest,
   type ApiResponse,
   defaultTracer,
+  ParleyError,
   PUSH_IDLE_HEARTBEAT_MS,
   type RoomMessage,
   registryApi,
@@ -27,6 +28,7 @@ import {
   type PullOptions,
 } from './delivery.js';
 import { Directory } from './directory.js';
+import { type FailureOptions, failureReporter, type ReportFailure } from './failures.js';
 import { PresenceReporter } from './presence.js';
 import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
@@ -41,7 +43,7 @@ export interface CallOptions {
 }
 
 /** Options of {@link connect}. */
-export interface AgentOptions extends ConnectOptions {
+export interface AgentOptions extends ConnectOptions, FailureOptions {
   /** How deliveries are handled; see {@link DeliveryOptions}. */
   delivery?: DeliveryOptions;
   /**
@@ -81,6 +83,8 @@ export class Agent {
   readonly contacts: Contacts;
   /** @internal replies of the send path */
   readonly replies: ReplyMux;
+  /** @internal where failures nobody awaits go (`connect({ onError, logger })`) */
+  readonly reportFailure: ReportFailure;
   readonly #deliveryOptions: DeliveryOptions;
   readonly #ownsConnection: boolean;
   #engine: DeliveryEngine | undefined;
@@ -90,13 +94,14 @@ export class Agent {
   constructor(
     nc: NatsConnection,
     id: string,
-    options: { delivery?: DeliveryOptions; tracer?: Tracer; ownsConnection?: boolean } = {},
+    options: { delivery?: DeliveryOptions; tracer?: Tracer; ownsConnection?: boolean } & FailureOptions = {},
   ) {
     this.nc = nc;
     this.id = id;
     this.#tracer = options.tracer;
+    this.reportFailure = failureReporter(id, options);
     this.directory = new Directory(this);
-    this.presence = new PresenceReporter(nc, id);
+    this.presence = new PresenceReporter(nc, id, this.reportFailure);
     this.rooms = new Rooms(this);
     this.tools = new Tools(this);
     this.usage = new UsageReporter(this);
@@ -135,10 +140,16 @@ export class Agent {
    */
   on(event: DeliveryEvent, handler: (delivery: Delivery) => unknown): this {
     if (this.#deliveryOptions.mode === 'pull') {
-      throw new Error('this agent was connected with delivery mode "pull": use agent.pull(), not on()');
+      throw new ParleyError(
+        'INVALID_ARGUMENT',
+        'this agent was connected with delivery mode "pull": use agent.pull(), not on()',
+      );
     }
     this.#ensureEngine().on(event, handler);
-    void this.listen().catch((err) => this.#deliveryOptions.onError?.(err));
+    void this.listen().catch((err) => {
+      this.#deliveryOptions.onError?.(err);
+      this.reportFailure(err, 'delivery');
+    });
     return this;
   }
 
@@ -158,7 +169,7 @@ export class Agent {
    */
   async pull(options: PullOptions = {}): Promise<PullBatch> {
     if (this.#deliveryOptions.mode !== 'pull') {
-      throw new Error('agent.pull() needs connect({ delivery: { mode: "pull" } })');
+      throw new ParleyError('INVALID_ARGUMENT', 'agent.pull() needs connect({ delivery: { mode: "pull" } })');
     }
     await this.listen();
     return this.#ensureEngine().pull(options);
@@ -172,7 +183,7 @@ export class Agent {
   #ensureEngine(): DeliveryEngine {
     this.#engine ??= new Engine(
       this.id,
-      { ...this.#deliveryOptions, tracer: this.tracer },
+      { ...this.#deliveryOptions, tracer: this.tracer, onFailure: this.reportFailure },
       (room, after, before) => this.#backfill(room, after, before),
     );
     return this.#engine;
@@ -235,7 +246,11 @@ export class Agent {
  * server checks nothing about `id` here: only trusted service code may do this. `close()` leaves
  * the connection open.
  */
-export function attach(nc: NatsConnection, id: string, options: { delivery?: DeliveryOptions } = {}): Agent {
+export function attach(
+  nc: NatsConnection,
+  id: string,
+  options: { delivery?: DeliveryOptions } & FailureOptions = {},
+): Agent {
   return new Agent(nc, id, { ...options, ownsConnection: false });
 }
 
@@ -248,6 +263,8 @@ export async function connect(options: AgentOptions = {}): Promise<Agent> {
   const agent = new Agent(nc, identity.id, {
     ...(options.delivery ? { delivery: options.delivery } : {}),
     ...(options.tracer ? { tracer: options.tracer } : {}),
+    ...(options.onError ? { onError: options.onError } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
   });
   await agent.replies.start();
   if (options.presence !== false) await agent.presence.start(options.presence ?? {});

@@ -4,6 +4,7 @@ import { decode } from '@nats-io/jwt';
 import { fromSeed } from '@nats-io/nkeys';
 import {
   credsAuthenticator,
+  errors,
   type NatsConnection,
   type NodeConnectionOptions,
   connect as natsConnect,
@@ -129,7 +130,9 @@ export async function connectWithCreds(
     return { nc, identity };
   } catch (err) {
     const msg = (err as Error).message ?? String(err);
-    if (/authorization|authentication|revoked|expired/i.test(msg)) {
+    // nats.js classifies the server's -ERR: revoked and unknown creds are an authorization
+    // violation, expired ones an expired authentication.
+    if (err instanceof errors.AuthorizationError || err instanceof errors.UserAuthenticationExpiredError) {
       throw new ParleyError(
         'UNAUTHENTICATED',
         `the server refused the creds of ${identity.id}${whose}: ${msg}. They may have been rotated or revoked (parley agent rotate ${identity.id} --out <file> writes new ones), or belong to another Parley`,

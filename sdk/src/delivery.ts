@@ -38,6 +38,7 @@ import {
   type Tracer,
   traceAttributes,
 } from '@parley/contracts';
+import type { ReportFailure } from './failures.js';
 import { handling } from './handling.js';
 
 /** A message handed to a handler. */
@@ -123,8 +124,13 @@ export interface DeliveryOptions {
   cursorStore?: CursorStore;
   /** Backoff after a handler failure, by delivery count (ms). @default 500 · 2^(n-1), at most 10 s */
   backoffMs?: (deliveryCount: number) => number;
-  /** Called with errors of the engine itself (never thrown at the caller). */
+  /**
+   * Called with errors of the engine itself and with handler exceptions (never thrown at the
+   * caller). `connect({ onError })` receives them too, with where they happened.
+   */
   onError?: (err: unknown) => void;
+  /** @internal the agent's failure reporter */
+  onFailure?: ReportFailure | undefined;
   /** @internal the agent's tracer */
   tracer?: Tracer | undefined;
 }
@@ -238,7 +244,7 @@ export class DeliveryEngine {
       // server): attach again (a no-op when it still points here).
       for await (const s of messages.status()) {
         if (s.type !== 'heartbeats_missed' || this.#closed) continue;
-        await source.attach().catch((err) => this.options.onError?.(err));
+        await source.attach().catch((err) => this.#fail(err, 'delivery'));
       }
     })();
     // Held and running messages must not time out: tell the server we are working on them.
@@ -323,7 +329,7 @@ export class DeliveryEngine {
           for (const [room, seq] of last) await this.options.cursorStore?.set(room, seq);
           await Promise.all(items.map((q) => q.msg?.ackAck()));
         } catch (err) {
-          this.options.onError?.(err);
+          this.#fail(err, 'delivery');
         }
       },
       release: () => {
@@ -416,7 +422,7 @@ export class DeliveryEngine {
     lane.waiting = undefined;
     lane.busy = true;
     const p = this.#process(head, lane)
-      .catch((err) => this.options.onError?.(err))
+      .catch((err) => this.#fail(err, 'delivery'))
       .finally(() => {
         this.#inflight.delete(p);
         lane.busy = false;
@@ -454,9 +460,11 @@ export class DeliveryEngine {
       // Not a Parley message: it can never be handled, so it is not retried.
       m.term();
       done();
-      this.options.onError?.(err);
+      this.#fail(err, 'delivery');
       return;
     }
+    // Whether the handler returned: a failure before that is the handler's, after it the engine's.
+    let handled = false;
     try {
       const last = this.#lastSeq.get(room) ?? (await this.options.cursorStore?.get(room));
       if (last !== undefined && roomSeq <= last) {
@@ -505,11 +513,16 @@ export class DeliveryEngine {
         },
       });
       await (span ? runInSpan(span, () => this.#dispatch(delivery), parent) : this.#dispatch(delivery));
+      handled = true;
       await this.options.cursorStore?.set(room, roomSeq);
       m.ack();
       done();
     } catch (err) {
-      this.options.onError?.(err);
+      this.#fail(err, handled ? 'delivery' : 'handler', {
+        room,
+        roomSeq,
+        deliveryCount: m.info.deliveryCount,
+      });
       unqueue();
       if (m.info.deliveryCount >= this.#maxDeliver) {
         // Out of attempts: the server sees max deliveries and Parley dead-letters it and tells the
@@ -563,6 +576,15 @@ export class DeliveryEngine {
     if (event === 'message' && d.message.sender.id === this.self && !this.options.includeOwn)
       return undefined;
     return event;
+  }
+
+  #fail(err: unknown, source: 'handler' | 'delivery', details?: Record<string, unknown>): void {
+    try {
+      this.options.onError?.(err);
+    } catch {
+      // A throwing listener must not stop the engine.
+    }
+    this.options.onFailure?.(err, source, details);
   }
 
   async #dispatch(d: Delivery): Promise<void> {

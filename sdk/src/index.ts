@@ -14,8 +14,10 @@ export type {
 } from './delivery.js';
 export { deliveryEventOf } from './delivery.js';
 export * from './directory.js';
+export type { ErrorListener, Failure, FailureOptions, FailureSource, SdkLogger } from './failures.js';
 export * from './local-home.js';
 export * from './presence.js';
+export * from './retry.js';
 export * from './rooms.js';
 export * from './tokens.js';
 export * from './tools.js';

@@ -5,6 +5,7 @@
  */
 import type { NatsConnection } from '@nats-io/transport-node';
 import { encodeJson, type PresenceHeartbeat, type PresenceState, subjects } from '@parley/contracts';
+import type { ReportFailure } from './failures.js';
 
 /** Heartbeat settings. */
 export interface PresenceOptions {
@@ -23,10 +24,12 @@ export class PresenceReporter {
   #activity: string | undefined;
   #timer: NodeJS.Timeout | undefined;
   #intervalMs = HEARTBEAT_INTERVAL_MS;
+  readonly #report: ReportFailure;
 
   /** @internal created by {@link Agent} */
-  constructor(nc: NatsConnection, participantId: string) {
+  constructor(nc: NatsConnection, participantId: string, report: ReportFailure = () => undefined) {
     this.#nc = nc;
+    this.#report = report;
     this.#subject = subjects.presence(participantId);
   }
 
@@ -72,7 +75,10 @@ export class PresenceReporter {
 
   #schedule(): void {
     if (this.#timer) clearInterval(this.#timer);
-    this.#timer = setInterval(() => void this.#beat(), this.#intervalMs);
+    this.#timer = setInterval(
+      () => void this.#beat().catch((err: unknown) => this.#report(err, 'presence')),
+      this.#intervalMs,
+    );
     this.#timer.unref();
   }
 
@@ -83,6 +89,8 @@ export class PresenceReporter {
       ...(this.#activity ? { activity: this.#activity } : {}),
     };
     this.#nc.publish(this.#subject, encodeJson(hb));
-    await this.#nc.flush().catch(() => undefined);
+    // Not reaching the server now is reported, not thrown: the next heartbeat tries again, and the
+    // registry only marks the participant offline after its TTL.
+    await this.#nc.flush().catch((err: unknown) => this.#report(err, 'presence'));
   }
 }

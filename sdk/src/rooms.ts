@@ -13,7 +13,6 @@ import {
   ParleyError,
   type Part,
   type Provenance,
-  type ReplyMsg,
   type Room,
   type RoomMember,
   type RoomPolicy,
@@ -29,6 +28,7 @@ import {
 import type * as z from 'zod';
 import type { Agent } from './agent.js';
 import { handling } from './handling.js';
+import { retryIdempotent } from './retry.js';
 
 /** Options of {@link RoomHandle.send}. */
 export interface SendOptions {
@@ -203,34 +203,22 @@ async function retrying(
   headers: MsgHdrs | undefined,
   retry: { deadlineMs: number; retryRateLimited: boolean },
 ): Promise<SendReply> {
-  const deadline = Date.now() + retry.deadlineMs;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const reply: ReplyMsg = await agent.replies.request(
-        subject,
-        body,
-        Math.max(500, Math.min(5_000, deadline - Date.now())),
-        headers,
-      );
-      return decodeReply(SendReply, reply, 'send reply');
-    } catch (err) {
-      if (isParleyError(err, 'RATE_LIMITED') && retry.retryRateLimited) {
-        // Backpressure: wait as long as the ingress says, then the same id again (stored once).
-        const wait = Math.max(1, err.retryAfterMs ?? 100);
-        if (Date.now() + wait >= deadline) throw err;
-        await new Promise((r) => setTimeout(r, wait));
-        continue;
-      }
-      const retryable = isParleyError(err) && RETRYABLE.has(err.code);
-      if (!retryable || Date.now() >= deadline) throw err;
-      const wait = Math.min(
-        (err as ParleyError).retryAfterMs ?? 100 * 2 ** attempt,
-        2_000,
-        Math.max(0, deadline - Date.now()),
-      );
-      await new Promise((r) => setTimeout(r, wait));
-    }
-  }
+  return retryIdempotent(
+    async (remainingMs) =>
+      decodeReply(
+        SendReply,
+        await agent.replies.request(subject, body, Math.max(500, Math.min(5_000, remainingMs)), headers),
+        'send reply',
+      ),
+    {
+      deadlineMs: retry.deadlineMs,
+      retryable: (err) =>
+        (isParleyError(err, 'RATE_LIMITED') && retry.retryRateLimited) ||
+        (isParleyError(err) && RETRYABLE.has(err.code)),
+      // Backpressure: wait as long as the ingress says, then the same id again (stored once).
+      waitInFull: (err) => isParleyError(err, 'RATE_LIMITED'),
+    },
+  );
 }
 
 /** Room operations of a participant: `agent.rooms`. */

@@ -22,6 +22,7 @@ import {
   subjects,
   traceAttributes,
 } from '@parley/contracts';
+import { LRUCache } from 'lru-cache';
 import type { Agent } from './agent.js';
 import { handling } from './handling.js';
 
@@ -61,7 +62,7 @@ export function argsDigest(args: unknown): string {
 /** A participant's tool calls: `agent.tools`. */
 export class Tools {
   readonly #agent: Agent;
-  readonly #cache = new Map<string, { decision: Decision; until: number }>();
+  readonly #cache = new LRUCache<string, { decision: Decision; until: number }>({ max: 1_000 });
   #notices: Subscription | undefined;
 
   /** @internal created by {@link Agent} */
@@ -106,7 +107,6 @@ export class Tools {
     });
     if (decision.allow && decision.ttlMs > 0) {
       this.#cache.set(key, { decision, until: Date.now() + decision.ttlMs });
-      if (this.#cache.size > 1_000) this.#cache.delete(this.#cache.keys().next().value as string);
     } else {
       this.#cache.delete(key);
     }
@@ -134,7 +134,7 @@ export class Tools {
       toolCall: id,
       ...(options.cache === false ? { cache: false } : {}),
     });
-    const record = (status: 'ok' | 'error' | 'denied', durationMs: number, error?: string) =>
+    const record = (status: 'ok' | 'error', durationMs: number, error?: string) =>
       this.#agent
         .call(governanceApi.recordToolCall, {
           id,
@@ -148,9 +148,12 @@ export class Tools {
           ...(ctx ? { message: ctx.messageId } : {}),
           ...(ctx?.causedBy ? { causedBy: ctx.causedBy } : {}),
         })
-        .catch(() => undefined);
+        // The call's outcome stands either way; the dropped audit record is reported.
+        .catch((err: unknown) =>
+          this.#agent.reportFailure(err, 'tool_audit', { toolCall: id, tool: name, status }),
+        );
     if (!decision.allow) {
-      await record('denied', 0);
+      // Governance audited the denial when it decided (the audit chain reads it from there).
       throw new ParleyError(decision.code ?? 'PERMISSION_DENIED', `${name}: ${decision.reason}`, {
         details: { toolCall: id, action, decidedBy: decision.decidedBy, chain: decision.chain },
       });

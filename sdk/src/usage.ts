@@ -17,6 +17,7 @@ import {
 } from '@parley/contracts';
 import type { Agent } from './agent.js';
 import { handling } from './handling.js';
+import { retryIdempotent } from './retry.js';
 
 /** A participant's usage reports: `agent.usage`. */
 export class UsageReporter {
@@ -41,9 +42,8 @@ export class UsageReporter {
     };
     const subject = subjects.usage(this.#agent.id);
     const data = encodeJson(body);
-    const deadline = Date.now() + (options.deadlineMs ?? 10_000);
-    for (let attempt = 0; ; attempt++) {
-      try {
+    return retryIdempotent(
+      async () => {
         let reply: ReplyMsg;
         try {
           reply = await this.#agent.nc.request(subject, data, { timeout: 5_000 });
@@ -51,11 +51,11 @@ export class UsageReporter {
           throw requestFailure(err, subject);
         }
         return decodeReply(UsageReply, reply, 'usage reply');
-      } catch (err) {
-        const retry = isParleyError(err, 'UNAVAILABLE') || isParleyError(err, 'DEADLINE_EXCEEDED');
-        if (!retry || Date.now() >= deadline) throw err;
-        await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** attempt, 2_000)));
-      }
-    }
+      },
+      {
+        deadlineMs: options.deadlineMs ?? 10_000,
+        retryable: (err) => isParleyError(err, 'UNAVAILABLE') || isParleyError(err, 'DEADLINE_EXCEEDED'),
+      },
+    );
   }
 }

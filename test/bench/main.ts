@@ -20,9 +20,9 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
-import { KeyMaterial, mintServiceCreds } from '@parley/governance';
+import { KeyMaterial, mintServiceCreds } from '@parley/keys';
 import { loadTelemetryConfig, silentLogger, startTelemetry } from '@parley/kit';
-import { freePort } from '@parley/standalone';
+import { freePort } from '@parley/nats-server';
 import { benchA2a } from './a2a.js';
 import { setupParley } from './parley.js';
 import { setupRaw } from './raw.js';
@@ -71,6 +71,9 @@ async function startBackbone(env: Record<string, string> = {}) {
       String(natsPort),
       '--http-port',
       String(httpPort),
+      // Not the default 7422: another process on the machine may hold it.
+      '--nats-ws-port',
+      String(await freePort()),
     ],
     {
       cwd: root,

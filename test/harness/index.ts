@@ -22,14 +22,14 @@ import {
   mintSystemCreds,
   publicKeys,
   signServerJwts,
-} from '@parley/governance';
+} from '@parley/keys';
 import {
   findNatsServer,
   freePort,
   type NatsServerConfig,
   type NatsServerProcess,
   startNatsServer,
-} from '@parley/standalone';
+} from '@parley/nats-server';
 
 /** Options of {@link startServer}. */
 export interface StartServerOptions {
@@ -247,7 +247,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
   };
 }
 
-export { freePort } from '@parley/standalone';
+export { freePort } from '@parley/nats-server';
 export * from './a2a.js';
 export * from './backbone-process.js';
 export * from './errors.js';

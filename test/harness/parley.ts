@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
 import type { ConsentConfig } from '@parley/consent';
 import { type BackboneOptions, registryApi, request, subjects } from '@parley/contracts';
-import { mintServiceCreds } from '@parley/governance';
+import { mintServiceCreds } from '@parley/keys';
 import { createLogger, type Logger, silentLogger } from '@parley/kit';
 import type { RoomsConfig } from '@parley/rooms';
 import { type Agent, type AgentOptions, connect } from '@parley/sdk';

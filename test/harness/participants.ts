@@ -9,7 +9,7 @@ import {
   registryApi,
   subjects,
 } from '@parley/contracts';
-import { mintServiceCreds } from '@parley/governance';
+import { mintServiceCreds } from '@parley/keys';
 import { type Agent, type ConnectOptions, connect } from '@parley/sdk';
 import type { TestParley } from './parley.js';
 

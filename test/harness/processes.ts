@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
-import { freePort } from '@parley/standalone';
+import { freePort } from '@parley/nats-server';
 import { waitFor } from './wait.js';
 
 const root = resolve(import.meta.dirname, '../..');

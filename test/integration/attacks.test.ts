@@ -25,7 +25,7 @@ import {
   streams,
   subjects,
 } from '@parley/contracts';
-import { mintResponderCreds, mintSystemCreds, publicKeys } from '@parley/governance';
+import { mintResponderCreds, mintSystemCreds, publicKeys } from '@parley/keys';
 import {
   codeOf,
   connectService,

@@ -20,7 +20,7 @@ import {
   registryApi,
   streams,
 } from '@parley/contracts';
-import { publicKeys, revocationsOf } from '@parley/governance';
+import { publicKeys, revocationsOf } from '@parley/keys';
 import { silentLogger } from '@parley/kit';
 import { type Agent, connect } from '@parley/sdk';
 import { freePort, startStandalone } from '@parley/standalone';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createInbox, type NatsConnection } from '@nats-io/transport-node';
 import { governanceApi, isParleyError, ParleyEvent } from '@parley/contracts';
-import { mintResponderCreds } from '@parley/governance';
+import { mintResponderCreds } from '@parley/keys';
 import {
   connectService,
   GUARDS_OFF,

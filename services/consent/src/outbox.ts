@@ -30,6 +30,7 @@ import {
   roomsApi,
   serviceId,
   streams,
+  subjects,
   type Tracer,
 } from '@parley/contracts';
 import { durableWorker, type Logger } from '@parley/kit';
@@ -149,7 +150,7 @@ export function createOutbox(o: {
     stream: streams.events,
     consumer: {
       durable_name: OUTBOX_CONSUMER,
-      filter_subject: 'parley.evt.consent.>',
+      filter_subject: subjects.eventsOf('consent'),
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.New,
       // One at a time, in stream order: a participant's notices keep the order of the changes.

@@ -12,6 +12,7 @@ import {
   serviceId,
   type Tracer,
 } from '@parley/contracts';
+import { LRUCache } from 'lru-cache';
 
 const SELF = serviceId('consent');
 const CAPACITY = 100_000;
@@ -24,7 +25,7 @@ export interface Party extends ParticipantInfo {
 
 /** Registry lookups of the consent service. */
 export function createParticipants(o: { nc: NatsConnection; tracer?: Tracer | undefined }) {
-  const cache = new Map<string, Party>();
+  const cache = new LRUCache<string, Party>({ max: CAPACITY });
   const opts = { tracer: o.tracer };
 
   const toParty = (info: ParticipantInfo): Party => ({ ...info, ownerId: info.owner ?? info.id });
@@ -36,10 +37,6 @@ export function createParticipants(o: { nc: NatsConnection; tracer?: Tracer | un
       if (hit) return hit;
       const info = await request(o.nc, SELF, registryApi.describeParticipant, { participant: id }, opts);
       const party = toParty(info);
-      if (cache.size >= CAPACITY) {
-        const oldest = cache.keys().next();
-        if (!oldest.done) cache.delete(oldest.value);
-      }
       cache.set(id, party);
       return party;
     },

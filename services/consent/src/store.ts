@@ -10,8 +10,8 @@
  * request itself), `policy.agent.<agentId>` and `policy.org.<orgId>`.
  */
 import type { KV, KvEntry } from '@nats-io/kv';
-import { type ConsentPolicy, type ContactRequest, type ContactVia, ParleyError } from '@parley/contracts';
-import { isKvConflict } from '@parley/kit';
+import type { ConsentPolicy, ContactRequest, ContactVia } from '@parley/contracts';
+import { isKvConflict, updateKv } from '@parley/kit';
 
 /** Most requests a pair record keeps (the newest; older ones live on in events and audit). */
 export const MAX_REQUESTS_PER_PAIR = 10;
@@ -103,20 +103,21 @@ export async function changePair<R>(
   decide: (current: PairRecord | undefined) => PairChange<R> | Promise<PairChange<R>>,
   attempts = 25,
 ): Promise<{ result: R; written?: { record: PairRecord; revision: number } }> {
-  for (let i = 0; i < attempts; i++) {
-    const current = await readJson<PairRecord>(kv, key);
-    const { next, result } = await decide(current?.value);
-    if (!next) return { result };
-    next.requests = next.requests.slice(-MAX_REQUESTS_PER_PAIR);
-    try {
-      const data = enc.encode(JSON.stringify(next));
-      const revision = current ? await kv.update(key, data, current.revision) : await kv.create(key, data);
-      return { result, written: { record: next, revision } };
-    } catch (err) {
-      if (!isKvConflict(err)) throw err;
-    }
-  }
-  throw new ParleyError('UNAVAILABLE', `too much contention on ${key}; retry`, { retryAfterMs: 100 });
+  let result: R | undefined;
+  const r = await updateKv<PairRecord>(
+    kv,
+    key,
+    async (current) => {
+      const change = await decide(current);
+      result = change.result;
+      if (change.next) change.next.requests = change.next.requests.slice(-MAX_REQUESTS_PER_PAIR);
+      return change.next;
+    },
+    { attempts },
+  );
+  return r.written && r.value && r.revision !== undefined
+    ? { result: result as R, written: { record: r.value, revision: r.revision } }
+    : { result: result as R };
 }
 
 /** Writes a JSON value (last writer wins: policies). Returns the revision. */

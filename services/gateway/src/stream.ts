@@ -16,6 +16,7 @@
  * - One stream per principal: a new one replaces the old (closed with 4000 "replaced").
  */
 import { ParleyError, roomsApi } from '@parley/contracts';
+import { updateKv } from '@parley/kit';
 import { type Agent, deliveryEventOf, type PulledDelivery } from '@parley/sdk';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
@@ -183,25 +184,27 @@ async function run(
   }
 
   async function recordAcked(done: Record<string, number>): Promise<void> {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const { value, revision } = await readAcked();
-      const now = Date.now();
-      for (const [room, seq] of Object.entries(done)) {
-        const was = value.rooms[room];
-        value.rooms[room] = {
-          first: was?.first ?? seq,
-          last: Math.max(was?.last ?? 0, seq),
-          at: was?.at ?? now,
-        };
-      }
-      try {
-        if (revision) await kv.update(key, JSON.stringify(value), revision);
-        else await kv.create(key, JSON.stringify(value));
-        return;
-      } catch {
-        // Another replica wrote in between: read again.
-      }
-    }
+    const now = Date.now();
+    await updateKv<AckedCursor>(
+      kv,
+      key,
+      (current) => {
+        const value = current ?? { rooms: {} };
+        for (const [room, seq] of Object.entries(done)) {
+          const was = value.rooms[room];
+          value.rooms[room] = {
+            first: was?.first ?? seq,
+            last: Math.max(was?.last ?? 0, seq),
+            at: was?.at ?? now,
+          };
+        }
+        return value;
+      },
+      { schema: AckedCursor, attempts: 10 },
+    ).catch(() => {
+      // Best effort: the acknowledged cursor only spares a reconnecting client a replay of what
+      // it had; the batch itself is acknowledged either way.
+    });
   }
 }
 

@@ -35,6 +35,7 @@ import {
   subjects,
 } from '@parley/contracts';
 import type { DelegationVerifier, Logger, ParleyMetrics } from '@parley/kit';
+import { LRUCache } from 'lru-cache';
 import { audit } from './audit.js';
 import type { Delegation } from './delegation.js';
 import type { Directory } from './directory.js';
@@ -74,7 +75,9 @@ const hash = (token: string) => createHash('sha256').update(token).digest('base6
 /** Builds authorize. */
 export function createAuthorization(deps: AuthorizationDeps) {
   const { store, directory, verifier } = deps;
-  const cache = new Map<string, { outcome: Outcome; until: number }>();
+  // Allows only, each until its token expires or cacheMs passes; bounded (it was unbounded between
+  // sweeps); cleared on every policy, revocation or registry change.
+  const cache = new LRUCache<string, { outcome: Outcome; until: number }>({ max: 50_000 });
   /** jti or participant → caller → until when it may hold an allow involving it. */
   const holders = new Map<string, Map<string, number>>();
   let registryChanges: Subscription | undefined;
@@ -122,7 +125,6 @@ export function createAuthorization(deps: AuthorizationDeps) {
       for (const [caller, until] of m) if (until < now) m.delete(caller);
       if (m.size === 0) holders.delete(key);
     }
-    for (const [key, e] of cache) if (e.until < now) cache.delete(key);
   }, 30_000);
   sweep.unref();
 
@@ -229,7 +231,7 @@ export function createAuthorization(deps: AuthorizationDeps) {
   return {
     /** Starts listening for card changes (they change what an agent is granted). */
     start() {
-      registryChanges = deps.nc.subscribe('parley.evt.registry.>', { callback: () => cache.clear() });
+      registryChanges = deps.nc.subscribe(subjects.eventsOf('registry'), { callback: () => cache.clear() });
     },
     stop() {
       clearInterval(sweep);
@@ -245,7 +247,8 @@ export function createAuthorization(deps: AuthorizationDeps) {
         const decided = await decide(caller, req);
         const expires = decided.view ? decided.view.expiresAt.getTime() : Number.POSITIVE_INFINITY;
         outcome = { outcome: decided, until: Math.min(now + deps.cacheMs, expires) };
-        if (decided.decision.allow && deps.cacheMs > 0) cache.set(key, outcome);
+        if (decided.decision.allow && deps.cacheMs > 0 && outcome.until > now)
+          cache.set(key, outcome, { ttl: outcome.until - now });
       }
       const { decision, principal, chain, view } = (outcome as { outcome: Outcome }).outcome;
       const ttlMs = decision.allow ? Math.max(0, Math.min(deps.cacheMs, (outcome?.until ?? now) - now)) : 0;

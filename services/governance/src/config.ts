@@ -1,6 +1,6 @@
+import { parseDelegationKeys } from '@parley/keys';
 import { commonEnv, loadEnv } from '@parley/kit';
 import * as z from 'zod';
-import { parseDelegationKeys } from './signing-keys.js';
 
 /** The governance service's environment. */
 export const GovernanceEnv = z.object({

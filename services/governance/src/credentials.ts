@@ -17,8 +17,8 @@ import {
   RevokedUserKey,
   readStanding,
 } from '@parley/contracts';
-import { appendAudit, isKvConflict, type Logger, publishEvent, snapshotKv } from '@parley/kit';
-import { type AccountSigner, type MintedCreds, signAccountJwt } from './operator.js';
+import { type AccountSigner, type MintedCreds, signAccountJwt } from '@parley/keys';
+import { appendAudit, type Logger, publishEvent, snapshotKv, updateKv } from '@parley/kit';
 
 /** How governance pushes account JWT updates to the NATS server. */
 export interface AccountUpdates {
@@ -66,19 +66,13 @@ export function createCredentials(deps: CredentialsDeps) {
     participant: string,
     change: (r: CredentialRecord) => CredentialRecord,
   ): Promise<CredentialRecord> {
-    const key = policyKeys.creds(participant);
-    for (let attempt = 0; ; attempt++) {
-      const e = await policy.get(key);
-      const current = e?.operation === 'PUT' ? CredentialRecord.parse(e.json()) : { participant, keys: [] };
-      const next = change(structuredClone(current));
-      try {
-        if (e?.operation === 'PUT') await policy.update(key, JSON.stringify(next), e.revision);
-        else await policy.create(key, JSON.stringify(next));
-        return next;
-      } catch (err) {
-        if (!isKvConflict(err) || attempt > 20) throw err;
-      }
-    }
+    const r = await updateKv<CredentialRecord>(
+      policy,
+      policyKeys.creds(participant),
+      (current) => change(current ?? { participant, keys: [] }),
+      { schema: CredentialRecord, what: `the credentials of ${participant}` },
+    );
+    return r.value as CredentialRecord;
   }
 
   /** Marks every live key of `participant` revoked; returns their public keys. */

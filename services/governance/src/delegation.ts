@@ -49,12 +49,12 @@ import {
   type Tracer,
   uncoveredScopes,
 } from '@parley/contracts';
+import type { SigningKeys } from '@parley/keys';
 import { type DelegationVerifier, type Logger, publishEvent } from '@parley/kit';
 import { SignJWT } from 'jose';
 import { audit } from './audit.js';
 import type { Directory } from './directory.js';
 import type { PolicyStore } from './policy-store.js';
-import type { SigningKeys } from './signing-keys.js';
 
 type Req<M extends keyof typeof governanceApi> = ApiParsedRequest<(typeof governanceApi)[M]>;
 type Res<M extends keyof typeof governanceApi> = ApiResponse<(typeof governanceApi)[M]>;

@@ -11,8 +11,10 @@ import {
   registryApi,
   request,
   serviceId,
+  subjects,
   type Tracer,
 } from '@parley/contracts';
+import { LRUCache } from 'lru-cache';
 
 const SELF = serviceId('governance');
 
@@ -51,7 +53,15 @@ export interface DirectoryOptions {
 /** Cached registry lookups. */
 export function createDirectory(o: DirectoryOptions) {
   const ttl = o.ttlMs ?? 5_000;
-  const cache = new Map<string, { at: number; value: Promise<ParticipantFacts> }>();
+  // Bounded, with a TTL; `fetch` shares one load among concurrent callers, does not keep a failed
+  // one, and (ignoreFetchAbort) still answers the callers of a load that a registry change
+  // invalidated while it ran, without keeping its possibly stale result.
+  const cache = new LRUCache<string, ParticipantFacts>({
+    max: 50_000,
+    ttl: Math.max(1, ttl),
+    ignoreFetchAbort: true,
+    fetchMethod: (id) => load(id),
+  });
   let changes: Subscription | undefined;
 
   async function load(id: string): Promise<ParticipantFacts> {
@@ -74,24 +84,15 @@ export function createDirectory(o: DirectoryOptions) {
     throw new ParleyError('NOT_FOUND', `${id} is not a participant`);
   }
 
-  function get(id: string): Promise<ParticipantFacts> {
-    const now = Date.now();
-    const hit = cache.get(id);
-    if (hit && now - hit.at < ttl) return hit.value;
-    const value = load(id);
-    cache.set(id, { at: now, value });
-    // Failures are not cached: the next call asks again.
-    value.catch(() => {
-      if (cache.get(id)?.value === value) cache.delete(id);
-    });
-    if (cache.size > 50_000) cache.delete(cache.keys().next().value as string);
-    return value;
+  async function get(id: string): Promise<ParticipantFacts> {
+    if (ttl <= 0) return load(id);
+    return (await cache.fetch(id)) as ParticipantFacts;
   }
 
   return {
     /** Starts listening for registry changes (cards, deregistrations). */
     start() {
-      changes = o.nc.subscribe('parley.evt.registry.>', {
+      changes = o.nc.subscribe(subjects.eventsOf('registry'), {
         callback: (err, msg) => {
           if (err) return;
           const id = msg.json<{ subject?: string }>().subject;

@@ -13,6 +13,12 @@ import {
   serviceId,
 } from '@parley/contracts';
 import {
+  createDelegationKey,
+  loadSigningKeys,
+  mintParticipantCreds,
+  parseDelegationKeys,
+} from '@parley/keys';
+import {
   bind,
   createDelegationVerifier,
   createMicroService,
@@ -33,9 +39,7 @@ import { createDelegation } from './delegation.js';
 import { createDirectory } from './directory.js';
 import { createGrants } from './grants.js';
 import { createKillSwitch } from './kill-switch.js';
-import { mintParticipantCreds } from './operator.js';
 import { createPolicyStore, type PolicyStore } from './policy-store.js';
-import { createDelegationKey, loadSigningKeys, parseDelegationKeys } from './signing-keys.js';
 import { createToolCalls } from './tool-calls.js';
 import { createUsage } from './usage.js';
 

@@ -40,7 +40,6 @@ import {
   type UsageRow,
 } from '@parley/contracts';
 import {
-  isKvConflict,
   type Logger,
   type ParleyMetrics,
   publishEvent,
@@ -48,6 +47,7 @@ import {
   respondTo,
   snapshotKv,
   toParleyError,
+  updateKv,
 } from '@parley/kit';
 import type { Directory } from './directory.js';
 import type { KillSwitch } from './kill-switch.js';
@@ -93,25 +93,22 @@ const zero = (): Totals => ({ inputTokens: 0, outputTokens: 0, costMicros: 0, re
 
 /** Read-modify-write with compare-and-set, retried on conflicts. Returns [before, after]. */
 async function casAdd<T extends Totals>(kv: KV, key: string, init: () => T, add: Totals): Promise<[T, T]> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const e = await kv.get(key);
-    const current: T = e?.operation === 'PUT' && e.length > 0 ? e.json<T>() : init();
-    const next: T = {
-      ...current,
-      inputTokens: current.inputTokens + add.inputTokens,
-      outputTokens: current.outputTokens + add.outputTokens,
-      costMicros: current.costMicros + add.costMicros,
-      reports: current.reports + add.reports,
-    };
-    try {
-      if (e?.operation === 'PUT') await kv.update(key, JSON.stringify(next), e.revision);
-      else await kv.create(key, JSON.stringify(next));
-      return [current, next];
-    } catch (err) {
-      if (!isKvConflict(err)) throw err;
-    }
-  }
-  throw new ParleyError('UNAVAILABLE', `too much contention on ${key}; retry`, { retryAfterMs: 100 });
+  const r = await updateKv<T>(
+    kv,
+    key,
+    (c) => {
+      const current = c ?? init();
+      return {
+        ...current,
+        inputTokens: current.inputTokens + add.inputTokens,
+        outputTokens: current.outputTokens + add.outputTokens,
+        costMicros: current.costMicros + add.costMicros,
+        reports: current.reports + add.reports,
+      };
+    },
+    { attempts: 50 },
+  );
+  return [r.previous ?? init(), r.value as T];
 }
 
 const toRow = (key: string, t: Totals): UsageRow => ({

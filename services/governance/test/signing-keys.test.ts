@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { createDelegationKey, loadSigningKeys, parseDelegationKeys, publicJwk } from '@parley/keys';
 import { jwtVerify, SignJWT } from 'jose';
 import { loadConfig } from '../src/config.js';
-import { createDelegationKey, loadSigningKeys, parseDelegationKeys, publicJwk } from '../src/signing-keys.js';
 
 const env = {
   PARLEY_ACCOUNT_PUBLIC_KEY: `A${'A'.repeat(55)}`,

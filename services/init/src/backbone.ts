@@ -1,8 +1,13 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BackboneOptions } from '@parley/contracts';
-import { type BackboneReport, connectNats, ensureBackbone } from '@parley/kit';
-import { createRegistryService } from '@parley/registry';
+import {
+  type BackboneReport,
+  connectNats,
+  ensureBackbone,
+  openRegistryBucket,
+  seedRegistry,
+} from '@parley/kit';
 import type { Logger } from 'pino';
 import type { DeploymentState } from './layout.js';
 
@@ -76,15 +81,15 @@ export async function setUpBackbone(o: SetUpBackboneOptions): Promise<SetUpBackb
     const report = await ensureBackbone(nc, o.backbone, o.log);
     let seeded = false;
     if (o.state) {
-      // The registry owns what a seeded org and admin look like: run its own seed, then stop it.
-      const registry = createRegistryService({ nc, log: o.log });
-      await registry.start();
-      try {
-        await registry.seed({ org: o.state.org, admin: o.state.admin });
-        seeded = true;
-      } finally {
-        await registry.stop();
-      }
+      // The records a seed writes are kit's registry-store layout, the registry's own: no registry
+      // service has to run for it (init runs before any service does).
+      await seedRegistry({
+        kv: await openRegistryBucket(nc),
+        jsm: await jetstreamManager(nc),
+        org: o.state.org,
+        admin: o.state.admin,
+      });
+      seeded = true;
     }
     return { report, seeded, waitedMs };
   } finally {

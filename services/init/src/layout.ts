@@ -16,7 +16,7 @@ import {
   publicKeys,
   type ServerJwts,
   signServerJwts,
-} from '@parley/governance';
+} from '@parley/keys';
 import * as z from 'zod';
 
 /** The ids a deployment creates on first run: its first organisation and that org's admin. */

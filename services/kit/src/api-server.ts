@@ -17,6 +17,7 @@ import {
   limits,
   ParleyError,
   recordSpanError,
+  subjects,
   traceAttributes,
 } from '@parley/contracts';
 import type { Logger } from 'pino';
@@ -176,7 +177,7 @@ export function serveApis(micro: MicroService, bindings: ApiBinding[], options: 
       },
     });
   }
-  const listen = `parley.in.*.api.${options.service}.*`;
+  const listen = subjects.apiServiceListen(options.service);
   const unknown: Route = {
     name: `${options.service}.unknown`,
     listen,

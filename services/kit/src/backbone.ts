@@ -20,6 +20,7 @@ import {
   streamDefinitions,
 } from '@parley/contracts';
 import type { Logger } from 'pino';
+import { isConsumerNotFound, isStreamExists, isStreamNotFound } from './nats-errors.js';
 
 function toStreamConfig(d: StreamDefinition): Partial<StreamConfig> & { name: string } {
   return {
@@ -80,8 +81,8 @@ export async function ensureBackbone(
   const report: BackboneReport = { streams: [], buckets: [] };
   for (const def of streamDefinitions(options)) {
     const want = toStreamConfig(def);
-    let info = await jsm.streams.info(def.name).catch((err: Error) => {
-      if (/stream not found/i.test(err.message)) return undefined;
+    let info = await jsm.streams.info(def.name).catch((err: unknown) => {
+      if (isStreamNotFound(err)) return undefined;
       throw err;
     });
     if (!info) {
@@ -91,7 +92,7 @@ export async function ensureBackbone(
         continue;
       } catch (err) {
         // Another replica created it first.
-        if (!/already in use/i.test((err as Error).message)) throw err;
+        if (!isStreamExists(err)) throw err;
         info = await jsm.streams.info(def.name);
       }
     }
@@ -166,8 +167,8 @@ export async function ensureInboxConsumer(
   options: BackboneOptions = {},
 ): Promise<void> {
   const c = inboxConsumer(participantId, options);
-  const existing = await jsm.consumers.info(c.stream, c.durableName).catch((err: Error) => {
-    if (/consumer not found/i.test(err.message)) return undefined;
+  const existing = await jsm.consumers.info(c.stream, c.durableName).catch((err: unknown) => {
+    if (isConsumerNotFound(err)) return undefined;
     throw err;
   });
   if (existing) return;
@@ -183,7 +184,7 @@ export async function deleteInboxConsumer(jsm: JetStreamManager, participantId: 
   try {
     return await jsm.consumers.delete(c.stream, c.durableName);
   } catch (err) {
-    if (/consumer not found/i.test((err as Error).message)) return false;
+    if (isConsumerNotFound(err)) return false;
     throw err;
   }
 }

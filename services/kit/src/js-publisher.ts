@@ -6,8 +6,9 @@
  * a map pairs it with its publish (as the SDK's send path does, sdk/src/replies.ts).
  *
  * What it answers matches `js.publish`: `{ stream, seq, duplicate }`, and a refusal rejects with
- * the server's description as the message (e.g. "wrong last sequence: 41", which `isKvConflict`
- * recognises), so callers switch without changing how they read errors.
+ * the server's description as the message and its JetStream error code as `code` (e.g. 10071,
+ * "wrong last sequence: 41", which `isKvConflict` recognises), so callers switch without changing
+ * how they read errors.
  */
 import {
   type MsgHdrs,

@@ -1,5 +1,8 @@
-/** Helpers for KV buckets: watches that say when they have caught up, snapshots, CAS errors. */
+/** Helpers for KV buckets: watches that say when they have caught up, snapshots, read-modify-write. */
 import type { KV, KvEntry } from '@nats-io/kv';
+import { ParleyError } from '@parley/contracts';
+import type { ZodType } from 'zod';
+import { isKvConflict } from './nats-errors.js';
 
 /** A running watch of {@link watchKv}. */
 export interface KvWatch {
@@ -71,7 +74,81 @@ export async function snapshotKv(kv: KV, key = '>'): Promise<Map<string, KvEntry
   return out;
 }
 
-/** True when a KV write failed its compare-and-set (the key exists, or its revision moved on). */
-export function isKvConflict(err: unknown): boolean {
-  return /wrong last sequence|key exists/i.test((err as Error)?.message ?? '');
+/** Options of {@link updateKv}. */
+export interface UpdateKvOptions<T> {
+  /**
+   * The record's schema: the stored value is parsed with it before `change` sees it (a stored
+   * value that fails it is an internal error naming the key), and so is what `change` returns.
+   */
+  schema?: ZodType<T> | undefined;
+  /** Reads and writes before giving up. @default 25 */
+  attempts?: number | undefined;
+  /** The `retryAfterMs` of the UNAVAILABLE error when it gives up. @default 100 */
+  retryAfterMs?: number | undefined;
+  /** What the record is, for the give-up message. @default the key */
+  what?: string | undefined;
+}
+
+/** What {@link updateKv} did. */
+export interface KvUpdate<T> {
+  /** The value `change` last saw (undefined: the key was absent or deleted). */
+  previous: T | undefined;
+  /** The value now: what was written, or `previous` when `change` left it. */
+  value: T | undefined;
+  /** The revision of `value` (undefined: absent). */
+  revision: number | undefined;
+  /** Whether this call wrote. */
+  written: boolean;
+}
+
+/**
+ * Read-modify-write of one JSON record with compare-and-set: reads `key` (validating it with
+ * `schema`), gives it to `change`, and writes what `change` returns only if nobody wrote the key
+ * in between; when somebody did, it reads again and runs `change` on the newer value. `change`
+ * returns `undefined` to leave the record as it is, and may throw (a ParleyError, say) to refuse,
+ * which writes nothing. It gets its own copy of the value and may mutate it. After
+ * `attempts` conflicts it gives up with `UNAVAILABLE` and a `retryAfterMs`, which the SDK's retry
+ * honours.
+ */
+export async function updateKv<T>(
+  kv: KV,
+  key: string,
+  change: (current: T | undefined) => T | undefined | Promise<T | undefined>,
+  options: UpdateKvOptions<T> = {},
+): Promise<KvUpdate<T>> {
+  const { schema, attempts = 25, retryAfterMs = 100 } = options;
+  const decode = (text: string): T => {
+    const raw: unknown = JSON.parse(text);
+    if (!schema) return raw as T;
+    const r = schema.safeParse(raw);
+    if (!r.success) throw new Error(`${key} holds an invalid record: ${r.error.message}`, { cause: r.error });
+    return r.data;
+  };
+  for (let i = 0; i < attempts; i++) {
+    const e = await kv.get(key);
+    const text = e?.operation === 'PUT' && e.length > 0 ? e.string() : undefined;
+    const previous = text === undefined ? undefined : decode(text);
+    const proposed = await change(text === undefined ? undefined : decode(text));
+    if (proposed === undefined) {
+      return {
+        previous,
+        value: previous,
+        revision: text === undefined ? undefined : e?.revision,
+        written: false,
+      };
+    }
+    const next = schema ? schema.parse(proposed) : proposed;
+    const data = JSON.stringify(next);
+    try {
+      // A deleted key is created again (kv.create allows that); a live one needs its revision.
+      const revision =
+        text !== undefined && e ? await kv.update(key, data, e.revision) : await kv.create(key, data);
+      return { previous, value: next, revision, written: true };
+    } catch (err) {
+      if (!isKvConflict(err)) throw err;
+    }
+  }
+  throw new ParleyError('UNAVAILABLE', `too much contention on ${options.what ?? key}; retry`, {
+    retryAfterMs,
+  });
 }

@@ -8,7 +8,7 @@
  * server authenticated. Anything else is dropped and counted (`parley_replies_refused_total`).
  */
 import type { Msg, MsgHdrs } from '@nats-io/transport-node';
-import { subjects } from '@parley/contracts';
+import { IN_PREFIX, subjects } from '@parley/contracts';
 import type { Logger } from 'pino';
 import type { ParleyMetrics, RefusedReply } from './metrics.js';
 
@@ -18,7 +18,7 @@ export interface ReplyWatch {
   metrics?: ParleyMetrics | undefined;
 }
 
-const IN = 'parley.in.';
+const IN = IN_PREFIX;
 const INBOX = '_INBOX.';
 
 /**

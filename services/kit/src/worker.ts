@@ -10,6 +10,7 @@ import type {
   JetStreamManager,
   JsMsg,
 } from '@nats-io/jetstream';
+import { isConsumerExists } from './nats-errors.js';
 
 export interface DurableWorkerOptions {
   js: JetStreamClient;
@@ -35,8 +36,8 @@ export function durableWorker(o: DurableWorkerOptions): DurableWorker {
   let stopped = false;
   return {
     async start() {
-      await o.jsm.consumers.add(o.stream, o.consumer).catch((err: Error) => {
-        if (!/already in use|exists/i.test(err.message)) throw err;
+      await o.jsm.consumers.add(o.stream, o.consumer).catch((err: unknown) => {
+        if (!isConsumerExists(err)) throw err;
       });
       const consumer = await o.js.consumers.get(o.stream, o.consumer.durable_name);
       const iter = await consumer.consume({ max_messages: o.maxMessages });

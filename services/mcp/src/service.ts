@@ -31,7 +31,6 @@ import {
   bind,
   createMicroService,
   createStandingView,
-  isKvConflict,
   type Logger,
   type ParleyService,
   packageVersion,
@@ -40,6 +39,7 @@ import {
   type StandingView,
   serveApis,
   snapshotKv,
+  updateKv,
 } from '@parley/kit';
 import { mintToken, parseToken, secretMatches } from './tokens.js';
 
@@ -110,18 +110,11 @@ export function createMcpService(deps: McpServiceDeps): McpService {
     fresh: () => RuntimeBinding,
     change: (b: RuntimeBinding) => RuntimeBinding,
   ): Promise<RuntimeBinding> {
-    for (let attempt = 0; ; attempt++) {
-      const e = await kv().get(key);
-      const exists = e?.operation === 'PUT';
-      const next = RuntimeBinding.parse(change(exists ? RuntimeBinding.parse(e.json()) : fresh()));
-      try {
-        if (exists) await kv().update(key, JSON.stringify(next), e.revision);
-        else await kv().create(key, JSON.stringify(next));
-        return next;
-      } catch (err) {
-        if (!isKvConflict(err) || attempt > 20) throw err;
-      }
-    }
+    const r = await updateKv<RuntimeBinding>(kv(), key, (b) => change(b ?? fresh()), {
+      schema: RuntimeBinding,
+      what: 'the runtime binding',
+    });
+    return r.value as RuntimeBinding;
   }
 
   function freshBinding(participant: string, runtime: string, externalId: string): () => RuntimeBinding {

@@ -17,12 +17,8 @@ import {
 } from '@parley/contracts';
 import type * as z from 'zod';
 
-/** Keys of the `parley_agents` bucket. */
-export const registryKeys = {
-  org: (id: string) => `org.${id}`,
-  user: (id: string) => `user.${id}`,
-  agent: (id: string) => `agent.${id}`,
-};
+/** Keys of the `parley_agents` bucket (kit's registry-store, which `parley init` seeds through too). */
+export { registryKeys } from '@parley/kit';
 
 /** An agent as stored: the record without the computed revision and status. */
 export const StoredAgent = Agent.omit({ revision: true, status: true });

@@ -53,9 +53,16 @@ import {
   type Tracer,
   traceAttributes,
 } from '@parley/contracts';
-import { isKvConflict, type JsPublisher, type Logger, type ParleyMetrics, type StoredAck } from '@parley/kit';
+import {
+  isConsumerNotFound,
+  isKvConflict,
+  type JsPublisher,
+  type Logger,
+  type ParleyMetrics,
+  type StoredAck,
+} from '@parley/kit';
+import { LRUCache } from 'lru-cache';
 import { createLeaseManager } from './leases.js';
-import { LruMap } from './lru.js';
 import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
 import type { ObservedEntry } from './runaway.js';
 
@@ -119,8 +126,8 @@ const replicaToken = (id: string) => id.replace(/[^A-Za-z0-9_-]/g, '_');
 
 export function createFanout(o: FanoutOptions) {
   const log = o.log.child({ component: 'fanout', replica: o.replicaId });
-  const views = new LruMap<string, RoomView>(50_000);
-  const cursors = new LruMap<string, Cursor>(200_000);
+  const views = new LRUCache<string, RoomView>({ max: 50_000 });
+  const cursors = new LRUCache<string, Cursor>({ max: 200_000 });
   const workers = new Map<number, ReturnType<typeof startWorker>>();
 
   const deliverSubject = (p: number) =>
@@ -149,8 +156,8 @@ export function createFanout(o: FanoutOptions) {
       idle_heartbeat: nanos(PUSH_IDLE_HEARTBEAT_MS),
       flow_control: true,
     };
-    const info = await o.jsm.consumers.info(streams.rooms, name).catch((err: Error) => {
-      if (/consumer not found/i.test(err.message)) return undefined;
+    const info = await o.jsm.consumers.info(streams.rooms, name).catch((err: unknown) => {
+      if (isConsumerNotFound(err)) return undefined;
       throw err;
     });
     if (!info) {

@@ -12,7 +12,7 @@
 import { DeliverPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { ParleyError, streams, subjects } from '@parley/contracts';
-import { inboxConsumerConfig, type Logger } from '@parley/kit';
+import { inboxConsumerConfig, isConsumerInUse, isConsumerNotFound, type Logger } from '@parley/kit';
 
 /** What attaching did. */
 export interface AttachResult {
@@ -29,8 +29,8 @@ export async function attachInbox(
   session: string,
 ): Promise<AttachResult> {
   const target = subjects.inboxDeliver(caller, session);
-  const info = await jsm.consumers.info(streams.inbox, caller).catch((err: Error) => {
-    if (/consumer not found/i.test(err.message))
+  const info = await jsm.consumers.info(streams.inbox, caller).catch((err: unknown) => {
+    if (isConsumerNotFound(err))
       throw new ParleyError('NOT_FOUND', `${caller} has no inbox (not registered, or deregistered)`);
     throw err;
   });
@@ -58,7 +58,7 @@ export async function attachInbox(
   try {
     await jsm.consumers.update(streams.inbox, caller, { deliver_subject: target });
   } catch (err) {
-    if (/already in use/i.test((err as Error).message)) {
+    if (isConsumerInUse(err)) {
       throw new ParleyError(
         'CONFLICT',
         `another connection of ${caller} is receiving its deliveries: one process per participant at a time (stop the other one, or wait until the server notices it is gone)`,

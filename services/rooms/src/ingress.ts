@@ -23,6 +23,7 @@ import {
   type SendRequestParsed,
   type Span,
   startMessagingSpan,
+  subjects,
   type Tracer,
   traceAttributes,
   traceFieldsOf,
@@ -99,7 +100,7 @@ function requestTrace(msg: Msg): RoomMessage['trace'] {
 
 /** Serves `parley.in.*.send` on `micro`. */
 export function serveIngress(micro: MicroService, deps: IngressDeps): void {
-  const endpoint = micro.endpoint({ name: 'send', subject: 'parley.in.*.send', queue: 'rooms-ingress' });
+  const endpoint = micro.endpoint({ name: 'send', subject: subjects.sendListen(), queue: 'rooms-ingress' });
   const log = deps.log.child({ component: 'ingress' });
   const watch = { log, metrics: deps.metrics };
 
@@ -190,7 +191,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         });
       }
       const ack = await deps.publisher
-        .publish(`parley.room.${r.partition}.${r.id}`, encodeJson(message), {
+        .publish(subjects.room(r.partition, r.id), encodeJson(message), {
           msgID: `${sender}:${req.clientMsgId}`,
           headers: entryHeaders(message),
         })
@@ -229,5 +230,5 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
     }
   }
 
-  micro.subscribe('parley.in.*.send', 'rooms-ingress', (msg) => endpoint.run(() => handle(msg)));
+  micro.subscribe(subjects.sendListen(), 'rooms-ingress', (msg) => endpoint.run(() => handle(msg)));
 }

@@ -18,13 +18,12 @@ import {
   isParleyError,
   type MembershipChange,
   newId,
-  ParleyError,
   partitionOf,
   type RoomChange,
   RoomPolicy,
   type roomsApi,
 } from '@parley/contracts';
-import { isKvConflict } from '@parley/kit';
+import { updateKv } from '@parley/kit';
 import type { ParticipantDirectory } from './participants.js';
 import { appendEntry, storedMessageId, systemEntry } from './room-log.js';
 import { createEntry, keys, type RoomRecord, readEntry } from './room-store.js';
@@ -33,7 +32,6 @@ import { createEntry, keys, type RoomRecord, readEntry } from './room-store.js';
 export const NOTICE_ROOM_TITLE = 'Parley notices';
 
 const noticesKey = (participant: string) => `notices.${participant}`;
-const enc = new TextEncoder();
 
 /** Notices for participants. */
 export function createNotices(o: {
@@ -94,28 +92,27 @@ export function createNotices(o: {
 
   /** The participant's open notice room, created when it has none (or only a closed one). */
   async function noticeRoom(participant: string): Promise<RoomRecord> {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const claim = await readEntry<{ room: string }>(o.kv, noticesKey(participant));
-      if (claim) {
-        const room = await readEntry<RoomRecord>(o.kv, keys.room(claim.value.room));
-        if (!room) return build(participant, claim.value.room);
-        if (!room.value.closed) return room.value;
-      }
-      // None yet, or closed by its participant: claim a new one.
-      const id = newId('room');
-      const value = enc.encode(JSON.stringify({ room: id }));
-      try {
-        if (claim) await o.kv.update(noticesKey(participant), value, claim.revision);
-        else await o.kv.create(noticesKey(participant), value);
-      } catch (err) {
-        if (isKvConflict(err)) continue;
-        throw err;
-      }
-      return build(participant, id);
-    }
-    throw new ParleyError('UNAVAILABLE', `too much contention on the notice room of ${participant}`, {
-      retryAfterMs: 100,
-    });
+    let open: RoomRecord | undefined;
+    let claimed = '';
+    await updateKv<{ room: string }>(
+      o.kv,
+      noticesKey(participant),
+      async (claim) => {
+        open = undefined;
+        if (claim) {
+          const room = await readEntry<RoomRecord>(o.kv, keys.room(claim.room));
+          // Claimed, but the room record is not written yet (a crash, or another replica on it).
+          if (!room) claimed = claim.room;
+          else if (!room.value.closed) open = room.value;
+          if (!room?.value.closed) return undefined;
+        }
+        // None yet, or closed by its participant: claim a new one.
+        claimed = newId('room');
+        return { room: claimed };
+      },
+      { attempts: 10, what: `the notice room of ${participant}` },
+    );
+    return open ?? build(participant, claimed);
   }
 
   return {

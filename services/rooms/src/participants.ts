@@ -1,5 +1,6 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { isParticipantId, ParleyError, streams } from '@parley/contracts';
+import { isConsumerNotFound } from '@parley/kit';
 
 /**
  * Whether a participant exists. Every registered human and agent has an inbox consumer (created by
@@ -17,7 +18,7 @@ export function createParticipantDirectory(jsm: JetStreamManager) {
         await jsm.consumers.info(streams.inbox, id);
         known.add(id);
       } catch (err) {
-        if (/consumer not found/i.test((err as Error).message)) {
+        if (isConsumerNotFound(err)) {
           throw new ParleyError('NOT_FOUND', `participant ${id} does not exist`, {
             details: { participant: id },
           });

@@ -18,7 +18,7 @@ import {
   type RoomMember,
   type RoomPolicy,
 } from '@parley/contracts';
-import { isKvConflict } from '@parley/kit';
+import { isKvConflict, updateKv } from '@parley/kit';
 
 /** A current member in the control view. */
 export interface MemberRecord {
@@ -102,19 +102,7 @@ export async function updateEntry<T>(
   change: (current: T | undefined) => T | undefined,
   attempts = 20,
 ): Promise<T | undefined> {
-  for (let i = 0; i < attempts; i++) {
-    const current = await readEntry<T>(kv, key);
-    const next = change(current?.value);
-    if (next === undefined) return current?.value;
-    try {
-      if (current) await kv.update(key, enc.encode(JSON.stringify(next)), current.revision);
-      else await kv.create(key, enc.encode(JSON.stringify(next)));
-      return next;
-    } catch (err) {
-      if (!isKvConflict(err)) throw err;
-    }
-  }
-  throw new ParleyError('UNAVAILABLE', `too much contention on ${key}; retry`, { retryAfterMs: 100 });
+  return (await updateKv<T>(kv, key, change, { attempts })).value;
 }
 
 /** The API shape of a member. */

@@ -12,7 +12,7 @@ import {
   KeyMaterial,
   mintParticipantCreds,
   publicKeys,
-} from '@parley/governance';
+} from '@parley/keys';
 import * as z from 'zod';
 
 /** Ids of what the first run creates: the local org and its admin. */

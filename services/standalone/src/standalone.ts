@@ -16,16 +16,16 @@ import {
   defaultConfig as gatewayDefaults,
   registerGateway,
 } from '@parley/gateway';
+import { createGovernanceService } from '@parley/governance';
 import {
   accountSigner,
-  createGovernanceService,
   mintResponderCreds,
   mintServiceCreds,
   mintSystemCreds,
   publicKeys,
   revocationsOf,
   signServerJwts,
-} from '@parley/governance';
+} from '@parley/keys';
 import {
   connectNats,
   createHealthServer,
@@ -41,10 +41,10 @@ import {
   type TelemetryConfig,
 } from '@parley/kit';
 import { createMcpService, registerMcpHttp } from '@parley/mcp';
+import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from '@parley/nats-server';
 import { createRegistryService } from '@parley/registry';
 import { createRoomsService, type RoomsConfig, defaultConfig as roomsDefaults } from '@parley/rooms';
 import { type Home, homePaths, openHome } from './home.js';
-import { checkPortFree, findNatsServer, type NatsServerProcess, startNatsServer } from './nats-server.js';
 import { HomeInUseError, reclaimHome, removeRun, writeRun } from './run-file.js';
 
 /** A problem the person starting Parley can fix; printed without a stack trace. */

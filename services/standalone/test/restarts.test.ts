@@ -7,7 +7,7 @@ import { after, describe, it } from 'node:test';
 import { Kvm } from '@nats-io/kv';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
 import { buckets } from '@parley/contracts';
-import { KeyMaterial, mintServiceCreds } from '@parley/governance';
+import { KeyMaterial, mintServiceCreds } from '@parley/keys';
 import { silentLogger } from '@parley/kit';
 import { connect, readLocalRun } from '@parley/sdk';
 import { runCli } from '@parley/sdk/cli';

@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { connect, createInbox, credsAuthenticator } from '@nats-io/transport-node';
 import { registryApi, request } from '@parley/contracts';
-import { mintServiceCreds } from '@parley/governance';
+import { mintServiceCreds } from '@parley/keys';
 import { silentLogger } from '@parley/kit';
 import { runCli } from '@parley/sdk/cli';
 import { freePort, StartupError, startStandalone } from '@parley/standalone';

@@ -112,7 +112,8 @@ export async function runDoctor(
     ({ nc } = await connectWithCreds({ servers: g.server, creds: identity.raw, name: 'parley-doctor' }));
   } catch (err) {
     const message = (err as Error).message;
-    const auth = /authori[sz]ation|authentication|permission/i.test(message);
+    // connectWithCreds says UNAUTHENTICATED when the server refused the creds.
+    const auth = isParleyError(err, 'UNAUTHENTICATED');
     checks.push({
       name: 'server',
       status: 'fail',

@@ -7,13 +7,6 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { registryApi, request, streams } from '@parley/contracts';
 import {
-  createKeyMaterial,
-  credsIdentity,
-  DelegationKeySet,
-  KeyMaterial,
-  publicKeys,
-} from '@parley/governance';
-import {
   createDirSecretStore,
   createKubernetesSecretStore,
   DeploymentState,
@@ -25,9 +18,10 @@ import {
   runInit,
   UsageError,
 } from '@parley/init';
+import { createKeyMaterial, credsIdentity, DelegationKeySet, KeyMaterial, publicKeys } from '@parley/keys';
 import { ConfigError, silentLogger } from '@parley/kit';
+import { findNatsServer, freePort, type NatsServerProcess, startNatsServer } from '@parley/nats-server';
 import { createRegistryService } from '@parley/registry';
-import { findNatsServer, freePort, type NatsServerProcess, startNatsServer } from '@parley/standalone';
 import { type KubeApi, startKubeApi } from './kube-api.js';
 
 const log = silentLogger();

@@ -1,0 +1,2 @@
+export * from './operator.js';
+export * from './signing-keys.js';
