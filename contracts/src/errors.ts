@@ -82,6 +82,15 @@ export const errorCodes = {
     status: 504,
     message: 'The operation did not finish in time; it may still complete, retry idempotently.',
   },
+  ILLEGAL_TRANSITION: {
+    status: 409,
+    message: 'The task state machine does not allow this transition from the task’s current state.',
+  },
+  TASK_CLOSED: {
+    status: 409,
+    message:
+      'The task is final (completed, failed, canceled or rejected): nothing more can be done under it.',
+  },
   INTERNAL: {
     status: 500,
     message: 'An unexpected error inside Parley; it was logged with the trace id.',

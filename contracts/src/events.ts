@@ -88,6 +88,7 @@ export const AuditRecord = named(
         'suspension',
         'credentials',
         'delivery',
+        'task',
       ]),
       action: z.string().describe('e.g. authorize, exchange, invite, accept, suspend'),
       actor: PrincipalId,

@@ -21,4 +21,5 @@ export * from './scopes.js';
 export * from './server-versions.js';
 export * from './streams.js';
 export * from './subjects.js';
+export * from './tasks.js';
 export * from './tracing.js';

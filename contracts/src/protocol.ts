@@ -9,10 +9,12 @@ import { governanceApi, UsageReply, UsageReport } from './governance.js';
 import { RoomMessage, SendReply, SendRequest } from './messages.js';
 import { PresenceHeartbeat, registryApi } from './registry.js';
 import { roomsApi } from './rooms.js';
+import { tasksApi } from './tasks.js';
 
 /** Every API method, by service. */
 export const apis = {
   rooms: roomsApi,
+  tasks: tasksApi,
   registry: registryApi,
   consent: consentApi,
   governance: governanceApi,

@@ -30,6 +30,7 @@ import { Directory } from './directory.js';
 import { PresenceReporter } from './presence.js';
 import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
+import { Tasks } from './tasks.js';
 import { Tokens } from './tokens.js';
 import { Tools } from './tools.js';
 import { UsageReporter } from './usage.js';
@@ -79,6 +80,8 @@ export class Agent {
   readonly tokens: Tokens;
   /** Contacts: ask for consent, answer, block, revoke, list. */
   readonly contacts: Contacts;
+  /** Tasks: delegate work with a deadline and a parent, move it through its states, compensate. */
+  readonly tasks: Tasks;
   /** @internal replies of the send path */
   readonly replies: ReplyMux;
   readonly #deliveryOptions: DeliveryOptions;
@@ -102,6 +105,7 @@ export class Agent {
     this.usage = new UsageReporter(this);
     this.tokens = new Tokens(this, () => this.tools.invalidate());
     this.contacts = new Contacts(this);
+    this.tasks = new Tasks(this);
     this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
     this.#ownsConnection = options.ownsConnection ?? true;

@@ -17,6 +17,7 @@ export * from './directory.js';
 export * from './local-home.js';
 export * from './presence.js';
 export * from './rooms.js';
+export * from './tasks.js';
 export * from './tokens.js';
 export * from './tools.js';
 export * from './usage.js';

@@ -20,6 +20,7 @@ import {
   runInSpan,
   startToolSpan,
   subjects,
+  tasksApi,
   traceAttributes,
 } from '@parley/contracts';
 import type { Agent } from './agent.js';
@@ -38,6 +39,19 @@ export interface ToolCallOptions {
   id?: string;
   /** Reuse a cached allow. @default true */
   cache?: boolean;
+  /**
+   * The task this call is a side effect of (its assignee calls): the call is recorded under the
+   * task with `idempotencyKey`, and a retry with the same key returns the recorded result without
+   * running `fn` again — also from another process after a crash.
+   */
+  task?: string;
+  /** The side effect's key within the task. @default `<name>:<digest of args>` */
+  idempotencyKey?: string;
+  /**
+   * Undoes the side effect (gets what `fn` returned) when the task fails or is canceled: run once,
+   * newest first, audited. For a compensation that survives a restart use `agent.tasks.compensator`.
+   */
+  compensate?: (result: unknown) => unknown | Promise<unknown>;
 }
 
 type Decision = ApiResponse<typeof governanceApi.authorize>;
@@ -155,6 +169,8 @@ export class Tools {
         details: { toolCall: id, action, decidedBy: decision.decidedBy, chain: decision.chain },
       });
     }
+    if (options.task)
+      return this.#callUnderTask(options.task, name, args, fn, { ...options, id, digest, record });
     const span = startToolSpan(defaultTracer(), name, {
       [traceAttributes.toolCallId]: id,
       [traceAttributes.decision]: 'allow',
@@ -174,6 +190,57 @@ export class Tools {
       );
       throw err;
     }
+  }
+
+  /** A call recorded as a side effect of a task (see {@link ToolCallOptions.task}). */
+  async #callUnderTask<A, T>(
+    task: string,
+    name: string,
+    args: A,
+    fn: (args: A) => T | Promise<T>,
+    o: ToolCallOptions & {
+      id: string;
+      digest: string;
+      record: (status: 'ok' | 'error' | 'denied', durationMs: number, error?: string) => Promise<unknown>;
+    },
+  ): Promise<T> {
+    const key = o.idempotencyKey ?? `${name}:${o.digest.slice('sha256='.length, 'sha256='.length + 32)}`;
+    const effect = (phase: 'begin' | 'done' | 'error', extra: { result?: unknown; error?: string } = {}) =>
+      this.#agent.call(tasksApi.effect, {
+        task,
+        key,
+        phase,
+        tool: name,
+        toolCall: o.id,
+        argsDigest: o.digest,
+        compensable: o.compensate !== undefined,
+        ...extra,
+      });
+    const begun = await effect('begin');
+    if (begun.replay) {
+      if (o.compensate) this.#agent.tasks.registerCompensation(task, key, o.compensate);
+      return begun.effect.result as T;
+    }
+    const span = startToolSpan(defaultTracer(), name, {
+      [traceAttributes.toolCallId]: o.id,
+      [traceAttributes.decision]: 'allow',
+    });
+    const started = performance.now();
+    let result: T;
+    try {
+      result = await runInSpan(span, async () => fn(args));
+    } catch (err) {
+      const code = (err as { code?: unknown })?.code;
+      const error = typeof code === 'string' ? code : ((err as Error)?.name ?? 'Error');
+      await o.record('error', performance.now() - started, error);
+      await effect('error', { error }).catch(() => undefined);
+      throw err;
+    }
+    if (o.compensate) this.#agent.tasks.registerCompensation(task, key, o.compensate);
+    // Recorded before returning: once the caller sees the result, a retry replays it.
+    await effect('done', result === undefined ? {} : { result: JSON.parse(JSON.stringify(result)) });
+    await o.record('ok', performance.now() - started);
+    return result;
   }
 
   /** Stops listening for policy notices. */
