@@ -21,6 +21,7 @@ import { registerMcpCommands } from './commands/mcp.js';
 import { registerOrgCommands } from './commands/org.js';
 import { registerRoomGuardCommands } from './commands/room-guards.js';
 import { registerRoomCommands } from './commands/rooms.js';
+import { registerTaskCommands } from './commands/tasks.js';
 import { registerTraceCommands } from './commands/trace.js';
 import { registerUserCommands } from './commands/user.js';
 import { type CliExtensions, createContext, type Io } from './context.js';
@@ -77,6 +78,7 @@ export function buildProgram(
   registerRoomGuardCommands(program, ctx);
   registerGovernanceCommands(program, ctx);
   registerContactCommands(program, ctx);
+  registerTaskCommands(program, ctx);
   registerTraceCommands(program, ctx);
   registerConnectCommands(program, ctx);
   registerMcpCommands(program, ctx);

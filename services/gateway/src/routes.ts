@@ -24,6 +24,7 @@ import {
 } from '@parley/contracts';
 import * as z from 'zod';
 import { consoleRoutes } from './console-routes.js';
+import { taskRoutes } from './task-routes.js';
 
 /** What a route handler gets from the HTTP request. */
 export interface RouteInput {
@@ -419,4 +420,5 @@ export const restRoutes: RestRoute[] = [
   },
   // The console's additions (pause/resume a room, create an agent, rotate/revoke credentials).
   ...consoleRoutes,
+  ...taskRoutes,
 ];
