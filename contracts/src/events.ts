@@ -89,6 +89,7 @@ export const AuditRecord = named(
         'credentials',
         'delivery',
         'task',
+        'approval',
       ]),
       action: z.string().describe('e.g. authorize, exchange, invite, accept, suspend'),
       actor: PrincipalId,

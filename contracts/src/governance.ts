@@ -36,7 +36,15 @@ export type Scope = z.infer<typeof Scope>;
 /** Error codes a refused decision carries. */
 export const DecisionCode = named(
   'DecisionCode',
-  z.enum(['PERMISSION_DENIED', 'UNAUTHENTICATED', 'EXPIRED', 'REVOKED', 'SUSPENDED', 'BUDGET_EXCEEDED']),
+  z.enum([
+    'PERMISSION_DENIED',
+    'UNAUTHENTICATED',
+    'EXPIRED',
+    'REVOKED',
+    'SUSPENDED',
+    'BUDGET_EXCEEDED',
+    'APPROVAL_REQUIRED',
+  ]),
 );
 
 /** A decision with its reason. */
@@ -192,12 +200,40 @@ export const Grants = named(
 export type Grants = z.infer<typeof Grants>;
 
 /** An organisation's delegation policy (`org.<orgId>`). */
+/**
+ * Who approves: `owner` = the acting agent's owner, `principal` = the human the work is done for
+ * (the delegating human), `org_admin` = any admin of the principal's org, or one named person.
+ */
+export const Approver = named(
+  'Approver',
+  z
+    .union([z.enum(['owner', 'principal', 'org_admin']), UserId])
+    .describe('owner | principal | org_admin | a usr_ id'),
+);
+export type Approver = z.infer<typeof Approver>;
+
+/** A rule of an org policy: calls within `scope` wait for `approver`'s yes. */
+export const ApprovalRule = named(
+  'ApprovalRule',
+  z
+    .object({ scope: Scope, approver: Approver })
+    .describe('Tool calls within scope need approver’s yes first.'),
+);
+export type ApprovalRule = z.infer<typeof ApprovalRule>;
+
 export const OrgPolicy = named(
   'OrgPolicy',
   z.object({
     org: OrgId,
     grants: z.array(Scope).max(100).describe('Scopes every human of the org holds.'),
     deny: z.array(Scope).max(100).describe('Scopes nobody may use on behalf of, or as, someone of this org.'),
+    requireApproval: z
+      .array(ApprovalRule)
+      .max(50)
+      .default([])
+      .describe(
+        'Tool calls within these scopes wait for a person’s yes (see docs/architecture.md, "Approval gates").',
+      ),
     by: PrincipalId,
     at: z.iso.datetime(),
   }),
@@ -535,6 +571,9 @@ export const governanceApi = {
         principal: ParticipantId.optional().describe('Whose authority the caller acts under.'),
         chain: z.array(ParticipantId).default([]).describe('Actors, first to current.'),
         ttlMs: z.int().min(0).describe('How long the caller may reuse an allow (0 = do not cache).'),
+        approval: ApprovalRule.optional().describe(
+          'With code APPROVAL_REQUIRED: the rule that holds the call (ask with requestApproval).',
+        ),
       }),
     ),
   }),
@@ -600,6 +639,7 @@ export const governanceApi = {
         org: OrgId,
         grants: z.array(Scope).max(100).default([]),
         deny: z.array(Scope).max(100).default([]),
+        requireApproval: z.array(ApprovalRule).max(50).default([]),
       }),
     ),
     response: OrgPolicy,

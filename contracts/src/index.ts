@@ -1,5 +1,6 @@
 export * from './a2a.js';
 export * from './api.js';
+export * from './approvals.js';
 export * from './bindings.js';
 export * from './client.js';
 export * from './codec.js';

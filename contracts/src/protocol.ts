@@ -1,6 +1,7 @@
 import type * as z from 'zod';
 import { a2aApi } from './a2a.js';
 import type { ApiMethod } from './api.js';
+import { approvalsApi } from './approvals.js';
 import { bindingsApi, mcpApi } from './bindings.js';
 import { consentApi } from './consent.js';
 import { AuditRecord, DeadLetter, eventCatalog, ParleyEvent } from './events.js';
@@ -17,7 +18,7 @@ export const apis = {
   tasks: tasksApi,
   registry: registryApi,
   consent: consentApi,
-  governance: governanceApi,
+  governance: { ...governanceApi, ...approvalsApi },
   bindings: bindingsApi,
   mcp: mcpApi,
   gateway: gatewayApi,

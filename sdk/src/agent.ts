@@ -15,6 +15,7 @@ import {
   type Tracer,
   type WhoAmI,
 } from '@parley/contracts';
+import { Approvals } from './approvals.js';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
 import { Contacts } from './contacts.js';
 import {
@@ -80,6 +81,8 @@ export class Agent {
   readonly tokens: Tokens;
   /** Contacts: ask for consent, answer, block, revoke, list. */
   readonly contacts: Contacts;
+  /** Approvals: list, approve and deny tool calls held for a person's yes. */
+  readonly approvals: Approvals;
   /** Tasks: delegate work with a deadline and a parent, move it through its states, compensate. */
   readonly tasks: Tasks;
   /** @internal replies of the send path */
@@ -106,6 +109,7 @@ export class Agent {
     this.tokens = new Tokens(this, () => this.tools.invalidate());
     this.contacts = new Contacts(this);
     this.tasks = new Tasks(this);
+    this.approvals = new Approvals(this);
     this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
     this.#ownsConnection = options.ownsConnection ?? true;

@@ -25,6 +25,7 @@
 import { type ConsumerInfo, type ConsumerMessages, type JsMsg, jetstream } from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import {
+  Approval,
   ContactNotice,
   type ContactRequest,
   defaultTracer,
@@ -60,6 +61,8 @@ export interface Delivery {
   contactNotice?: ContactNotice;
   /** For `task_failed`, `task_canceled` and `task_lease_expired`: what happened to which task, and why this participant is told. */
   taskNotice?: TaskNotice;
+  /** For `approval_requested` and `approval_decided`: the held call (decide with `agent.approvals`). */
+  approval?: Approval;
 }
 
 /** The kinds of delivery a handler can subscribe to. */
@@ -71,7 +74,9 @@ export type DeliveryEvent =
   | 'contact_update'
   | 'task_failed'
   | 'task_canceled'
-  | 'task_lease_expired';
+  | 'task_lease_expired'
+  | 'approval_requested'
+  | 'approval_decided';
 
 const NOTICE_EVENTS: ReadonlySet<unknown> = new Set([
   'dead_letter',
@@ -80,6 +85,8 @@ const NOTICE_EVENTS: ReadonlySet<unknown> = new Set([
   'task_failed',
   'task_canceled',
   'task_lease_expired',
+  'approval_requested',
+  'approval_decided',
 ]);
 
 /** The event a room message goes to: a membership or room change, a dead letter, a consent notice, or a message. */
@@ -583,6 +590,10 @@ export class DeliveryEngine {
     if (event === 'task_failed' || event === 'task_canceled' || event === 'task_lease_expired') {
       const parsed = TaskNotice.safeParse(d.message.parts.find((p) => p.type === 'data')?.data);
       if (parsed.success) d.taskNotice = parsed.data;
+    }
+    if (event === 'approval_requested' || event === 'approval_decided') {
+      const parsed = Approval.safeParse(d.message.parts.find((p) => p.type === 'data')?.data);
+      if (parsed.success) d.approval = parsed.data;
     }
     if (event === 'message' && d.message.sender.id === this.self && !this.options.includeOwn)
       return undefined;

@@ -1,5 +1,6 @@
 export { isParleyError, ParleyError } from '@parley/contracts';
 export * from './agent.js';
+export * from './approvals.js';
 export * from './connect.js';
 export * from './contacts.js';
 export * from './cursor-store.js';

@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import type { Subscription } from '@nats-io/transport-node';
 import {
   type ApiResponse,
+  approvalsApi,
   defaultTracer,
   governanceApi,
   newId,
@@ -52,6 +53,10 @@ export interface ToolCallOptions {
    * newest first, audited. For a compensation that survives a restart use `agent.tasks.compensator`.
    */
   compensate?: (result: unknown) => unknown | Promise<unknown>;
+  /** Why the call is wanted, shown to the approver when org policy holds it for approval. */
+  approvalReason?: string;
+  /** How long the approvers have before the call fails with APPROVAL_TIMEOUT, in ms. @default 300000 */
+  approvalTimeoutMs?: number;
 }
 
 type Decision = ApiResponse<typeof governanceApi.authorize>;
@@ -163,7 +168,9 @@ export class Tools {
           ...(ctx?.causedBy ? { causedBy: ctx.causedBy } : {}),
         })
         .catch(() => undefined);
-    if (!decision.allow) {
+    if (!decision.allow && decision.code === 'APPROVAL_REQUIRED') {
+      await this.#awaitApproval({ id, name, action, digest, token, ctx, options });
+    } else if (!decision.allow) {
       await record('denied', 0);
       throw new ParleyError(decision.code ?? 'PERMISSION_DENIED', `${name}: ${decision.reason}`, {
         details: { toolCall: id, action, decidedBy: decision.decidedBy, chain: decision.chain },
@@ -190,6 +197,52 @@ export class Tools {
       );
       throw err;
     }
+  }
+
+  /** Asks for an approval and waits for it; throws APPROVAL_DENIED / APPROVAL_TIMEOUT. */
+  async #awaitApproval(o: {
+    id: string;
+    name: string;
+    action: string;
+    digest: string;
+    token: string | undefined;
+    ctx: ReturnType<typeof handling.getStore>;
+    options: ToolCallOptions;
+  }): Promise<void> {
+    const asked = await this.#agent.call(approvalsApi.requestApproval, {
+      id: o.id,
+      action: o.action,
+      tool: o.name,
+      argsDigest: o.digest,
+      ...(o.token ? { token: o.token } : {}),
+      ...(o.options.approvalReason ? { reason: o.options.approvalReason } : {}),
+      ...(o.options.task ? { task: o.options.task } : {}),
+      ...(o.ctx?.room ? { room: o.ctx.room } : {}),
+      ...(o.options.approvalTimeoutMs ? { timeoutMs: o.options.approvalTimeoutMs } : {}),
+    });
+    const a = asked.state === 'pending' ? await this.#agent.approvals.wait(o.id) : asked;
+    if (a.state === 'approved') return;
+    const details = { toolCall: o.id, action: o.action, approvers: a.approvers, decidedBy: a.decidedBy };
+    await this.#agent
+      .call(governanceApi.recordToolCall, {
+        id: o.id,
+        tool: o.name,
+        action: o.action,
+        argsDigest: o.digest,
+        status: 'denied',
+        durationMs: 0,
+        error: a.state === 'denied' ? 'APPROVAL_DENIED' : 'APPROVAL_TIMEOUT',
+        ...(o.token ? { token: o.token } : {}),
+      })
+      .catch(() => undefined);
+    if (a.state === 'denied') {
+      throw new ParleyError('APPROVAL_DENIED', `${o.name}: ${a.decidedBy} denied it: ${a.decision ?? ''}`, {
+        details,
+      });
+    }
+    throw new ParleyError('APPROVAL_TIMEOUT', `${o.name}: nobody approved it before ${a.expiresAt}`, {
+      details,
+    });
   }
 
   /** A call recorded as a side effect of a task (see {@link ToolCallOptions.task}). */

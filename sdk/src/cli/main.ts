@@ -10,6 +10,7 @@ import { isParleyError } from '@parley/contracts';
 import { Command } from 'commander';
 import { localEnvironment } from '../local-home.js';
 import { registerAgentCommands } from './commands/agent.js';
+import { registerApprovalCommands } from './commands/approvals.js';
 import { registerConnectCommands } from './commands/connect.js';
 import { registerContactCommands } from './commands/contacts.js';
 import { registerDiscoverCommands } from './commands/discover.js';
@@ -79,6 +80,7 @@ export function buildProgram(
   registerGovernanceCommands(program, ctx);
   registerContactCommands(program, ctx);
   registerTaskCommands(program, ctx);
+  registerApprovalCommands(program, ctx);
   registerTraceCommands(program, ctx);
   registerConnectCommands(program, ctx);
   registerMcpCommands(program, ctx);

@@ -86,6 +86,7 @@ export function createGrants(deps: {
         org: req.org,
         grants: normalizeScopes(req.grants),
         deny: normalizeScopes(req.deny),
+        requireApproval: req.requireApproval,
         by: caller as PrincipalId,
         at: new Date().toISOString(),
       };
@@ -95,7 +96,7 @@ export function createGrants(deps: {
         action: 'set_org_policy',
         actor: caller as PrincipalId,
         target: req.org,
-        data: { grants: value.grants, deny: value.deny },
+        data: { grants: value.grants, deny: value.deny, requireApproval: value.requireApproval },
       });
       return value;
     },

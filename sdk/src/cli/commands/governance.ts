@@ -218,16 +218,39 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
     .description('set an org’s policy (admins): scopes every member holds, scopes nobody may use')
     .option('--grant <scope...>', 'scopes every member holds', [])
     .option('--deny <scope...>', 'scopes nobody may use', [])
-    .action(async (org: string, o: { grant: string[]; deny: string[] }, cmd: Command) => {
-      await ctx.withAgent(cmd, async (agent) => {
-        const r = await agent.call(governanceApi.setOrgPolicy, { org, grants: o.grant, deny: o.deny });
-        ctx.print(
-          cmd,
-          r,
-          (v) => `${v.org}: grants ${v.grants.join(' ') || '-'}; denies ${v.deny.join(' ') || '-'}`,
-        );
-      });
-    });
+    .option(
+      '--require-approval <scope=approver...>',
+      'tool calls within scope wait for approver’s yes: owner, principal, org_admin or a usr_ id (e.g. payments:*=owner)',
+      [],
+    )
+    .action(
+      async (
+        org: string,
+        o: { grant: string[]; deny: string[]; requireApproval: string[] },
+        cmd: Command,
+      ) => {
+        const requireApproval = o.requireApproval.map((r) => {
+          const i = r.lastIndexOf('=');
+          if (i <= 0)
+            throw new ParleyError('INVALID_ARGUMENT', `--require-approval takes scope=approver, not ${r}`);
+          return { scope: r.slice(0, i), approver: r.slice(i + 1) };
+        });
+        await ctx.withAgent(cmd, async (agent) => {
+          const r = await agent.call(governanceApi.setOrgPolicy, {
+            org,
+            grants: o.grant,
+            deny: o.deny,
+            requireApproval,
+          });
+          ctx.print(
+            cmd,
+            r,
+            (v) =>
+              `${v.org}: grants ${v.grants.join(' ') || '-'}; denies ${v.deny.join(' ') || '-'}; approval ${v.requireApproval.map((a) => `${a.scope}=${a.approver}`).join(' ') || '-'}`,
+          );
+        });
+      },
+    );
 
   program
     .command('budget')
