@@ -367,6 +367,40 @@ export const tasksApi = {
     request: named('FindBindingRequest', z.object({ id: TaskBinding.shape.id })),
     response: named('FindBindingResponse', z.object({ tasks: z.array(Task) })),
   }),
+  saveCheckpoint: defineApi({
+    service: 'tasks',
+    method: 'saveCheckpoint',
+    summary:
+      'Store a runtime’s checkpoint of one of its threads (e.g. a LangGraph thread), so a restarted process resumes it: one opaque blob per (caller, thread), compare-and-set on `revision`.',
+    access: 'participant',
+    request: named(
+      'SaveCheckpointRequest',
+      z.object({
+        thread: z.string().regex(/^[A-Za-z0-9_:.-]{1,128}$/),
+        data: z
+          .string()
+          .max(60_000)
+          .describe('Opaque (base64 or JSON), at most 60 kB (the request limit is 64 kB).'),
+        revision: z.int().min(0).describe('The revision loaded (0 = none yet); CONFLICT when it moved on.'),
+      }),
+    ),
+    response: named('SaveCheckpointResponse', z.object({ revision: z.int().min(1) })),
+  }),
+  loadCheckpoint: defineApi({
+    service: 'tasks',
+    method: 'loadCheckpoint',
+    effect: 'read',
+    summary: 'The caller’s stored checkpoint of a thread (revision 0 and no data when there is none).',
+    access: 'participant',
+    request: named(
+      'LoadCheckpointRequest',
+      z.object({ thread: z.string().regex(/^[A-Za-z0-9_:.-]{1,128}$/) }),
+    ),
+    response: named(
+      'LoadCheckpointResponse',
+      z.object({ data: z.string().optional(), revision: z.int().min(0) }),
+    ),
+  }),
   usage: defineApi({
     service: 'tasks',
     method: 'usage',

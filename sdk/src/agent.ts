@@ -16,6 +16,7 @@ import {
   type WhoAmI,
 } from '@parley/contracts';
 import { Approvals } from './approvals.js';
+import { Bindings } from './bindings.js';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
 import { Contacts } from './contacts.js';
 import {
@@ -81,6 +82,8 @@ export class Agent {
   readonly tokens: Tokens;
   /** Contacts: ask for consent, answer, block, revoke, list. */
   readonly contacts: Contacts;
+  /** Runtime bindings: attach a runtime's ids (LangGraph thread, a session) to a task, find them again. */
+  readonly bindings: Bindings;
   /** Approvals: list, approve and deny tool calls held for a person's yes. */
   readonly approvals: Approvals;
   /** Tasks: delegate work with a deadline and a parent, move it through its states, compensate. */
@@ -110,6 +113,7 @@ export class Agent {
     this.contacts = new Contacts(this);
     this.tasks = new Tasks(this);
     this.approvals = new Approvals(this);
+    this.bindings = new Bindings(this);
     this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
     this.#ownsConnection = options.ownsConnection ?? true;

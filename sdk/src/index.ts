@@ -1,6 +1,7 @@
 export { isParleyError, ParleyError } from '@parley/contracts';
 export * from './agent.js';
 export * from './approvals.js';
+export * from './bindings.js';
 export * from './connect.js';
 export * from './contacts.js';
 export * from './cursor-store.js';

@@ -175,6 +175,8 @@ export function createRoomsService(
             bind(tasksApi.compensation, (req, ctx) => t.compensation(req, ctx.caller)),
             bind(tasksApi.bind, (req, ctx) => t.bind(req, ctx.caller)),
             bind(tasksApi.findBinding, (req, ctx) => t.findBinding(req, ctx.caller)),
+            bind(tasksApi.saveCheckpoint, (req, ctx) => t.saveCheckpoint(req, ctx.caller)),
+            bind(tasksApi.loadCheckpoint, (req, ctx) => t.loadCheckpoint(req, ctx.caller)),
             bind(tasksApi.usage, (req) => t.usage(req)),
           ],
           { service: 'tasks', queue: 'tasks', log, tracer: deps.tracer, metrics: deps.metrics, standing },

@@ -8,6 +8,7 @@
  * Deadlines and leases are watched by every replica from one KV watch; compare-and-set makes the
  * replicas agree on who moved a task (the others see it final and do nothing).
  */
+import { createHash } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { KV, KvEntry } from '@nats-io/kv';
 import {
@@ -31,7 +32,7 @@ import {
   type tasksApi,
   taskTransitions,
 } from '@parley/contracts';
-import { appendAudit, type KvWatch, type Logger, publishEvent, watchKv } from '@parley/kit';
+import { appendAudit, isKvConflict, type KvWatch, type Logger, publishEvent, watchKv } from '@parley/kit';
 import { appendEntry } from '../room-log.js';
 import { keys, type RoomRecord, readEntry } from '../room-store.js';
 import { ALL_TASKS, createTask, readTask, type TaskRecord, updateTask, withRevision } from './store.js';
@@ -59,6 +60,11 @@ export interface TasksDeps {
 
 /** The actor Parley itself uses for transitions nobody asked for (deadline, cascade, budget). */
 const SELF = 'svc_rooms';
+
+/** A runtime checkpoint key: per caller, the thread hashed (any thread id is a safe key then). */
+function checkpointKey(caller: string, thread: string): string {
+  return `ckpt.${caller}.${createHash('sha256').update(thread).digest('hex').slice(0, 40)}`;
+}
 
 /** Most side effects one task records. */
 const MAX_SIDE_EFFECTS = 200;
@@ -673,6 +679,30 @@ export function createTasks(deps: TasksDeps) {
         .filter((t) => t.bindings.some((b) => b.id === req.id && b.participant === caller))
         .sort((a, b) => (a.id < b.id ? 1 : -1));
       return { tasks };
+    },
+
+    async saveCheckpoint(req: Req<'saveCheckpoint'>, caller: string): Promise<Res<'saveCheckpoint'>> {
+      const key = checkpointKey(caller, req.thread);
+      const value = new TextEncoder().encode(req.data);
+      try {
+        const revision =
+          req.revision === 0 ? await kv.create(key, value) : await kv.update(key, value, req.revision);
+        return { revision };
+      } catch (err) {
+        if (isKvConflict(err)) {
+          throw new ParleyError(
+            'CONFLICT',
+            `the checkpoint of ${req.thread} moved on since revision ${req.revision}`,
+          );
+        }
+        throw err;
+      }
+    },
+
+    async loadCheckpoint(req: Req<'loadCheckpoint'>, caller: string): Promise<Res<'loadCheckpoint'>> {
+      const e = await kv.get(checkpointKey(caller, req.thread));
+      if (e?.operation !== 'PUT' || e.length === 0) return { revision: 0 };
+      return { data: e.string(), revision: e.revision };
     },
 
     async usage(req: Req<'usage'>): Promise<Res<'usage'>> {
