@@ -80,7 +80,14 @@ export const UsageReport = named(
     costUsd: z.number().min(0).max(1_000_000).default(0),
     room: RoomId.optional(),
     message: MessageId.optional().describe('The message being handled when the usage happened.'),
-    task: TaskId.optional(),
+    task: TaskId.optional().describe(
+      'The task the usage was for (the reporter is its assignee or requester): added to its cost, checked against its budget.',
+    ),
+    binding: z
+      .string()
+      .regex(/^[A-Za-z0-9_:.-]{1,128}$/)
+      .optional()
+      .describe('The runtime binding (session, thread) that used it, e.g. langgraph:<thread_id>.'),
   }),
 );
 export type UsageReport = z.input<typeof UsageReport>;
@@ -670,12 +677,12 @@ export const governanceApi = {
     method: 'usage',
     effect: 'read',
     summary:
-      'Usage the caller may see (its own, its agents’, its org’s for an admin), summed by agent, owner, org, room or day, from `since` to `until` (UTC days).',
+      'Usage the caller may see (its own, its agents’, its org’s for an admin), summed by agent, owner, org, room, day, task or runtime binding (only reports that named one), from `since` to `until` (UTC days).',
     access: 'participant',
     request: named(
       'UsageQueryRequest',
       z.object({
-        by: z.enum(['agent', 'owner', 'org', 'room', 'day']).default('agent'),
+        by: z.enum(['agent', 'owner', 'org', 'room', 'day', 'task', 'binding']).default('agent'),
         since: z.iso.date().optional().describe('@default today (UTC)'),
         until: z.iso.date().optional().describe('@default today (UTC)'),
         org: OrgId.optional().describe('Only this org.'),
@@ -685,7 +692,7 @@ export const governanceApi = {
     response: named(
       'UsageQueryResponse',
       z.object({
-        by: z.enum(['agent', 'owner', 'org', 'room', 'day']),
+        by: z.enum(['agent', 'owner', 'org', 'room', 'day', 'task', 'binding']),
         since: z.iso.date(),
         until: z.iso.date(),
         rows: z.array(UsageRow),

@@ -409,7 +409,11 @@ export const tasksApi = {
     access: 'service',
     request: named(
       'TaskUsageRequest',
-      TaskRef().extend({ costUsd: z.number().min(0), report: z.string().max(100) }),
+      TaskRef().extend({
+        costUsd: z.number().min(0),
+        report: z.string().max(200),
+        reporter: ParticipantId.describe('Who reported it: the task’s assignee or requester.'),
+      }),
     ),
     response: named('TaskUsageResponse', z.object({ costUsd: z.number(), exceeded: z.boolean() })),
   }),

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { roomsApi, type TaskNotice } from '@parley/contracts';
+import { governanceApi, roomsApi, type TaskNotice } from '@parley/contracts';
 import { transitionOf } from '@parley/sdk';
 import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
 import { auditRecords, codeOf, createWorld, type Member } from './fixtures/governance.js';
@@ -25,6 +25,7 @@ describe('tasks', () => {
   let b: Member;
   let c: Member;
   let room: string;
+  let lead: Member;
   const notices: Record<string, TaskNotice[]> = {};
   const noticesOf = (m: Member, task: string) => (notices[m.id] ?? []).filter((n) => n.task === task);
 
@@ -32,7 +33,7 @@ describe('tasks', () => {
     parley = await startParley({ rooms: { PARLEY_TASK_SWEEP_MS: 100 } });
     svc = await connectService(parley);
     world = await createWorld(parley);
-    const lead = await world.person('task-lead', ['payments:*'], { listen: false });
+    lead = await world.person('task-lead', ['payments:*'], { listen: false });
     a = await world.agentOf(lead, 'requester-a', ['payments:*']);
     b = await world.agentOf(lead, 'worker-b', ['payments:*']);
     c = await world.agentOf(lead, 'worker-c', ['payments:*']);
@@ -326,5 +327,38 @@ describe('tasks', () => {
     assert.equal(moved.state, 'submitted');
     assert.equal(await codeOf(b.agent.tasks.start(t.id)), 'PERMISSION_DENIED', 'the old assignee is out');
     assert.equal((await c.agent.tasks.start(t.id)).state, 'working');
+  });
+
+  it('cost is counted per task and binding; past its budget the task fails with BUDGET_EXCEEDED, cascading', async () => {
+    const t1 = await a.agent.tasks.create(room, {
+      assignee: b.id,
+      goal: 'research within budget',
+      budgetUsd: 1,
+    });
+    await b.agent.tasks.start(t1.id);
+    const t2 = await b.agent.tasks.create(room, { assignee: c.id, goal: 'sub-research', parent: t1.id });
+    const report = { model: 'm', inputTokens: 100, outputTokens: 10, costUsd: 0.6, task: t1.id };
+    assert.deepEqual(await b.agent.usage.report({ ...report, binding: 'langgraph:thread-1' }), {
+      counted: true,
+      exceeded: [],
+    });
+    assert.equal((await a.agent.tasks.get(t1.id)).costUsd, 0.6);
+    assert.equal(
+      await codeOf(c.agent.usage.report({ ...report, costUsd: 5 })),
+      'PERMISSION_DENIED',
+      'only who works on it or asked for it charges a task',
+    );
+    const over = await b.agent.usage.report({ ...report, binding: 'langgraph:thread-1' });
+    assert.deepEqual(over.exceeded, ['task budget']);
+    const failed = await a.agent.tasks.get(t1.id);
+    assert.deepEqual([failed.state, failed.code, failed.costUsd], ['failed', 'BUDGET_EXCEEDED', 1.2]);
+    await waitFor(async () => (await a.agent.tasks.get(t2.id)).state === 'canceled', 'the child canceled');
+    await waitFor(() => noticesOf(a, t1.id).some((n) => n.code === 'BUDGET_EXCEEDED'), 'the requester told');
+
+    const byTask = await lead.agent.call(governanceApi.usage, { by: 'task' });
+    const row = byTask.rows.find((r) => r.key === t1.id);
+    assert.deepEqual([row?.costUsd, row?.reports, row?.inputTokens], [1.2, 2, 200]);
+    const byBinding = await lead.agent.call(governanceApi.usage, { by: 'binding' });
+    assert.equal(byBinding.rows.find((r) => r.key === 'langgraph:thread-1')?.costUsd, 1.2);
   });
 });

@@ -157,9 +157,11 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
 
   program
     .command('usage')
-    .description('model usage and cost you may see, summed by agent, owner, org, room or day')
+    .description('model usage and cost you may see, summed by agent, owner, org, room, day, task or binding')
     .addOption(
-      new Option('--by <key>', 'group by').choices(['agent', 'owner', 'org', 'room', 'day']).default('agent'),
+      new Option('--by <key>', 'group by (task and binding: only reports that named one)')
+        .choices(['agent', 'owner', 'org', 'room', 'day', 'task', 'binding'])
+        .default('agent'),
     )
     .option('--since <date>', 'first day, YYYY-MM-DD (UTC; default today)')
     .option('--until <date>', 'last day, YYYY-MM-DD (UTC; default today)')
@@ -168,7 +170,7 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
     .action(
       async (
         o: {
-          by: 'agent' | 'owner' | 'org' | 'room' | 'day';
+          by: 'agent' | 'owner' | 'org' | 'room' | 'day' | 'task' | 'binding';
           since?: string;
           until?: string;
           org?: string;

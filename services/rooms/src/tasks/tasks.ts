@@ -708,6 +708,12 @@ export function createTasks(deps: TasksDeps) {
     async usage(req: Req<'usage'>): Promise<Res<'usage'>> {
       let exceeded = false;
       const { after } = await updateTask(kv, req.task, (t) => {
+        if (t.assignee !== req.reporter && t.requester !== req.reporter) {
+          throw new ParleyError(
+            'PERMISSION_DENIED',
+            `${req.reporter} neither works on nor asked for task ${t.id}`,
+          );
+        }
         const costUsd = Math.round((t.costUsd + req.costUsd) * 1e9) / 1e9;
         exceeded = t.budgetUsd !== undefined && costUsd > t.budgetUsd && !isFinalTaskState(t.state);
         return { ...t, costUsd };
