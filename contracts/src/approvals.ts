@@ -7,8 +7,8 @@
  */
 import * as z from 'zod';
 import { defineApi } from './api.js';
-import { ApprovalRule, Scope } from './governance.js';
-import { ParticipantId, PrincipalId, RoomId, TaskId, ToolCallId, UserId } from './ids.js';
+import { ApprovalRule, OrgPolicy, Scope } from './governance.js';
+import { OrgId, ParticipantId, PrincipalId, RoomId, TaskId, ToolCallId, UserId } from './ids.js';
 import { named } from './registry-of-schemas.js';
 
 /** An approval's state. */
@@ -47,6 +47,16 @@ const Id = () => z.object({ id: ToolCallId });
 
 /** Approval methods (served by governance, next to authorize). */
 export const approvalsApi = {
+  getOrgPolicy: defineApi({
+    service: 'governance',
+    method: 'getOrgPolicy',
+    effect: 'read',
+    summary:
+      'An organisation’s policy (grants, denials, approval rules) as set last, to change it without losing the rest (an admin of the org).',
+    access: 'human',
+    request: named('GetOrgPolicyRequest', z.object({ org: OrgId })),
+    response: named('GetOrgPolicyResponse', z.object({ policy: OrgPolicy.optional() })),
+  }),
   requestApproval: defineApi({
     service: 'governance',
     method: 'requestApproval',

@@ -70,6 +70,12 @@ export function createGrants(deps: {
       return value;
     },
 
+    async getOrgPolicy(org: string, caller: string): Promise<{ policy?: OrgPolicy }> {
+      await requireAdmin(caller, org);
+      const policy = deps.store.orgPolicy(org);
+      return policy ? { policy } : {};
+    },
+
     async setOrgPolicy(
       req: ApiParsedRequest<typeof governanceApi.setOrgPolicy>,
       caller: string,

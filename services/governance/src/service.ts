@@ -234,6 +234,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
           bind(governanceApi.setBudget, (req, ctx) => usage.setBudget(req, ctx.caller)),
           bind(governanceApi.usage, (req, ctx) => usage.query(req, ctx.caller)),
           bind(governanceApi.auditChain, (req, ctx) => chain.chain(req.of, ctx.caller)),
+          bind(approvalsApi.getOrgPolicy, (req, ctx) => grants.getOrgPolicy(req.org, ctx.caller)),
           bind(approvalsApi.requestApproval, (req, ctx) => approvals.requestApproval(req, ctx.caller)),
           bind(approvalsApi.awaitApproval, (req, ctx) => approvals.awaitApproval(req, ctx.caller)),
           bind(approvalsApi.listApprovals, (req, ctx) => approvals.listApprovals(req, ctx.caller)),
