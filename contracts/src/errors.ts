@@ -82,6 +82,27 @@ export const errorCodes = {
     status: 504,
     message: 'The operation did not finish in time; it may still complete, retry idempotently.',
   },
+  ILLEGAL_TRANSITION: {
+    status: 409,
+    message: 'The task state machine does not allow this transition from the task’s current state.',
+  },
+  TASK_CLOSED: {
+    status: 409,
+    message:
+      'The task is final (completed, failed, canceled or rejected): nothing more can be done under it.',
+  },
+  APPROVAL_REQUIRED: {
+    status: 428,
+    message: 'Org policy holds this call for a person’s approval: ask for it (the SDK does) and wait.',
+  },
+  APPROVAL_DENIED: {
+    status: 403,
+    message: 'The approver said no: the held call does not run (the reason says why).',
+  },
+  APPROVAL_TIMEOUT: {
+    status: 408,
+    message: 'Nobody answered the approval request before it expired: the held call does not run.',
+  },
   INTERNAL: {
     status: 500,
     message: 'An unexpected error inside Parley; it was logged with the trace id.',

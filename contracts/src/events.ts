@@ -89,6 +89,8 @@ export const AuditRecord = named(
         'credentials',
         'delivery',
         'access',
+        'task',
+        'approval',
       ]),
       action: z.string().describe('e.g. authorize, exchange, invite, accept, suspend'),
       actor: PrincipalId,

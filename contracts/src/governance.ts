@@ -36,7 +36,15 @@ export type Scope = z.infer<typeof Scope>;
 /** Error codes a refused decision carries. */
 export const DecisionCode = named(
   'DecisionCode',
-  z.enum(['PERMISSION_DENIED', 'UNAUTHENTICATED', 'EXPIRED', 'REVOKED', 'SUSPENDED', 'BUDGET_EXCEEDED']),
+  z.enum([
+    'PERMISSION_DENIED',
+    'UNAUTHENTICATED',
+    'EXPIRED',
+    'REVOKED',
+    'SUSPENDED',
+    'BUDGET_EXCEEDED',
+    'APPROVAL_REQUIRED',
+  ]),
 );
 
 /** A decision with its reason. */
@@ -72,7 +80,14 @@ export const UsageReport = named(
     costUsd: z.number().min(0).max(1_000_000).default(0),
     room: RoomId.optional(),
     message: MessageId.optional().describe('The message being handled when the usage happened.'),
-    task: TaskId.optional(),
+    task: TaskId.optional().describe(
+      'The task the usage was for (the reporter is its assignee or requester): added to its cost, checked against its budget.',
+    ),
+    binding: z
+      .string()
+      .regex(/^[A-Za-z0-9_:.-]{1,128}$/)
+      .optional()
+      .describe('The runtime binding (session, thread) that used it, e.g. langgraph:<thread_id>.'),
   }),
 );
 export type UsageReport = z.input<typeof UsageReport>;
@@ -192,12 +207,40 @@ export const Grants = named(
 export type Grants = z.infer<typeof Grants>;
 
 /** An organisation's delegation policy (`org.<orgId>`). */
+/**
+ * Who approves: `owner` = the acting agent's owner, `principal` = the human the work is done for
+ * (the delegating human), `org_admin` = any admin of the principal's org, or one named person.
+ */
+export const Approver = named(
+  'Approver',
+  z
+    .union([z.enum(['owner', 'principal', 'org_admin']), UserId])
+    .describe('owner | principal | org_admin | a usr_ id'),
+);
+export type Approver = z.infer<typeof Approver>;
+
+/** A rule of an org policy: calls within `scope` wait for `approver`'s yes. */
+export const ApprovalRule = named(
+  'ApprovalRule',
+  z
+    .object({ scope: Scope, approver: Approver })
+    .describe('Tool calls within scope need approver’s yes first.'),
+);
+export type ApprovalRule = z.infer<typeof ApprovalRule>;
+
 export const OrgPolicy = named(
   'OrgPolicy',
   z.object({
     org: OrgId,
     grants: z.array(Scope).max(100).describe('Scopes every human of the org holds.'),
     deny: z.array(Scope).max(100).describe('Scopes nobody may use on behalf of, or as, someone of this org.'),
+    requireApproval: z
+      .array(ApprovalRule)
+      .max(50)
+      .default([])
+      .describe(
+        'Tool calls within these scopes wait for a person’s yes (see docs/architecture.md, "Approval gates").',
+      ),
     by: PrincipalId,
     at: z.iso.datetime(),
   }),
@@ -585,6 +628,9 @@ export const governanceApi = {
         principal: ParticipantId.optional().describe('Whose authority the caller acts under.'),
         chain: z.array(ParticipantId).default([]).describe('Actors, first to current.'),
         ttlMs: z.int().min(0).describe('How long the caller may reuse an allow (0 = do not cache).'),
+        approval: ApprovalRule.optional().describe(
+          'With code APPROVAL_REQUIRED: the rule that holds the call (ask with requestApproval).',
+        ),
       }),
     ),
   }),
@@ -650,6 +696,7 @@ export const governanceApi = {
         org: OrgId,
         grants: z.array(Scope).max(100).default([]),
         deny: z.array(Scope).max(100).default([]),
+        requireApproval: z.array(ApprovalRule).max(50).default([]),
       }),
     ),
     response: OrgPolicy,
@@ -712,12 +759,12 @@ export const governanceApi = {
     method: 'usage',
     effect: 'read',
     summary:
-      'Usage the caller may see (its own, its agents’, its org’s for an admin), summed by agent, owner, org, room or day, from `since` to `until` (UTC days).',
+      'Usage the caller may see (its own, its agents’, its org’s for an admin), summed by agent, owner, org, room, day, task or runtime binding (only reports that named one), from `since` to `until` (UTC days).',
     access: 'participant',
     request: named(
       'UsageQueryRequest',
       z.object({
-        by: z.enum(['agent', 'owner', 'org', 'room', 'day']).default('agent'),
+        by: z.enum(['agent', 'owner', 'org', 'room', 'day', 'task', 'binding']).default('agent'),
         since: z.iso.date().optional().describe('@default today (UTC)'),
         until: z.iso.date().optional().describe('@default today (UTC)'),
         org: OrgId.optional().describe('Only this org.'),
@@ -727,7 +774,7 @@ export const governanceApi = {
     response: named(
       'UsageQueryResponse',
       z.object({
-        by: z.enum(['agent', 'owner', 'org', 'room', 'day']),
+        by: z.enum(['agent', 'owner', 'org', 'room', 'day', 'task', 'binding']),
         since: z.iso.date(),
         until: z.iso.date(),
         rows: z.array(UsageRow),

@@ -167,6 +167,11 @@ export function participantKind(id: string): 'human' | 'agent' | undefined {
   return undefined;
 }
 
+/** True when `id` is a well-formed human's id (`usr_…`). */
+export function isUserId(id: string): boolean {
+  return UserId.safeParse(id).success;
+}
+
 /** True when `id` is a well-formed participant id. */
 export function isParticipantId(id: string): boolean {
   return ParticipantId.safeParse(id).success;

@@ -1,5 +1,6 @@
 export * from './a2a.js';
 export * from './api.js';
+export * from './approvals.js';
 export * from './bindings.js';
 export * from './client.js';
 export * from './codec.js';
@@ -21,4 +22,5 @@ export * from './scopes.js';
 export * from './server-versions.js';
 export * from './streams.js';
 export * from './subjects.js';
+export * from './tasks.js';
 export * from './tracing.js';

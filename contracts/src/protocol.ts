@@ -1,6 +1,7 @@
 import type * as z from 'zod';
 import { a2aApi } from './a2a.js';
 import type { ApiMethod } from './api.js';
+import { approvalsApi } from './approvals.js';
 import { bindingsApi, mcpApi } from './bindings.js';
 import { consentApi } from './consent.js';
 import { AuditRecord, DeadLetter, eventCatalog, ParleyEvent } from './events.js';
@@ -9,13 +10,15 @@ import { governanceApi, UsageReply, UsageReport } from './governance.js';
 import { RoomMessage, SendReply, SendRequest } from './messages.js';
 import { PresenceHeartbeat, registryApi } from './registry.js';
 import { roomsApi } from './rooms.js';
+import { tasksApi } from './tasks.js';
 
 /** Every API method, by service. */
 export const apis = {
   rooms: roomsApi,
+  tasks: tasksApi,
   registry: registryApi,
   consent: consentApi,
-  governance: governanceApi,
+  governance: { ...governanceApi, ...approvalsApi },
   bindings: bindingsApi,
   mcp: mcpApi,
   gateway: gatewayApi,

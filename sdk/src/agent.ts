@@ -16,6 +16,8 @@ import {
   type Tracer,
   type WhoAmI,
 } from '@parley/contracts';
+import { Approvals } from './approvals.js';
+import { Bindings } from './bindings.js';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
 import { Contacts } from './contacts.js';
 import {
@@ -32,6 +34,7 @@ import { type FailureOptions, failureReporter, type ReportFailure } from './fail
 import { PresenceReporter } from './presence.js';
 import { ReplyMux } from './replies.js';
 import { Rooms } from './rooms.js';
+import { Tasks } from './tasks.js';
 import { Tokens } from './tokens.js';
 import { Tools } from './tools.js';
 import { UsageReporter } from './usage.js';
@@ -81,6 +84,12 @@ export class Agent {
   readonly tokens: Tokens;
   /** Contacts: ask for consent, answer, block, revoke, list. */
   readonly contacts: Contacts;
+  /** Runtime bindings: attach a runtime's ids (LangGraph thread, a session) to a task, find them again. */
+  readonly bindings: Bindings;
+  /** Approvals: list, approve and deny tool calls held for a person's yes. */
+  readonly approvals: Approvals;
+  /** Tasks: delegate work with a deadline and a parent, move it through its states, compensate. */
+  readonly tasks: Tasks;
   /** @internal replies of the send path */
   readonly replies: ReplyMux;
   /** @internal where failures nobody awaits go (`connect({ onError, logger })`) */
@@ -107,6 +116,9 @@ export class Agent {
     this.usage = new UsageReporter(this);
     this.tokens = new Tokens(this, () => this.tools.invalidate());
     this.contacts = new Contacts(this);
+    this.tasks = new Tasks(this);
+    this.approvals = new Approvals(this);
+    this.bindings = new Bindings(this);
     this.replies = new ReplyMux(nc, subjects.replyPrefix(id));
     this.#deliveryOptions = options.delivery ?? {};
     this.#ownsConnection = options.ownsConnection ?? true;

@@ -25,6 +25,7 @@
 import { type ConsumerInfo, type ConsumerMessages, type JsMsg, jetstream } from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import {
+  Approval,
   ContactNotice,
   type ContactRequest,
   defaultTracer,
@@ -35,6 +36,7 @@ import {
   roomOf,
   runInSpan,
   startMessagingSpan,
+  TaskNotice,
   type Tracer,
   traceAttributes,
 } from '@parley/contracts';
@@ -58,17 +60,42 @@ export interface Delivery {
   contactRequest?: ContactRequest;
   /** For `contact_request` and `contact_update`: the whole notice (what changed, with whom). */
   contactNotice?: ContactNotice;
+  /** For `task_failed`, `task_canceled` and `task_lease_expired`: what happened to which task, and why this participant is told. */
+  taskNotice?: TaskNotice;
+  /** For `approval_requested` and `approval_decided`: the held call (decide with `agent.approvals`). */
+  approval?: Approval;
 }
 
 /** The kinds of delivery a handler can subscribe to. */
-export type DeliveryEvent = 'message' | 'room_event' | 'dead_letter' | 'contact_request' | 'contact_update';
+export type DeliveryEvent =
+  | 'message'
+  | 'room_event'
+  | 'dead_letter'
+  | 'contact_request'
+  | 'contact_update'
+  | 'task_failed'
+  | 'task_canceled'
+  | 'task_lease_expired'
+  | 'approval_requested'
+  | 'approval_decided';
+
+const NOTICE_EVENTS: ReadonlySet<unknown> = new Set([
+  'dead_letter',
+  'contact_request',
+  'contact_update',
+  'task_failed',
+  'task_canceled',
+  'task_lease_expired',
+  'approval_requested',
+  'approval_decided',
+]);
 
 /** The event a room message goes to: a membership or room change, a dead letter, a consent notice, or a message. */
 export function deliveryEventOf(message: RoomMessage): DeliveryEvent {
   if (message.kind === 'membership' || message.kind === 'room') return 'room_event';
   const event =
     message.kind === 'system' ? message.parts.find((p) => p.type === 'data')?.data.event : undefined;
-  if (event === 'dead_letter' || event === 'contact_request' || event === 'contact_update') return event;
+  if (NOTICE_EVENTS.has(event)) return event as DeliveryEvent;
   return 'message';
 }
 
@@ -572,6 +599,14 @@ export class DeliveryEngine {
         d.contactNotice = parsed.data;
         if (parsed.data.request) d.contactRequest = parsed.data.request;
       }
+    }
+    if (event === 'task_failed' || event === 'task_canceled' || event === 'task_lease_expired') {
+      const parsed = TaskNotice.safeParse(d.message.parts.find((p) => p.type === 'data')?.data);
+      if (parsed.success) d.taskNotice = parsed.data;
+    }
+    if (event === 'approval_requested' || event === 'approval_decided') {
+      const parsed = Approval.safeParse(d.message.parts.find((p) => p.type === 'data')?.data);
+      if (parsed.success) d.approval = parsed.data;
     }
     if (event === 'message' && d.message.sender.id === this.self && !this.options.includeOwn)
       return undefined;

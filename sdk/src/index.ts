@@ -1,5 +1,7 @@
 export { isParleyError, ParleyError } from '@parley/contracts';
 export * from './agent.js';
+export * from './approvals.js';
+export * from './bindings.js';
 export * from './connect.js';
 export * from './contacts.js';
 export * from './cursor-store.js';
@@ -19,6 +21,7 @@ export * from './local-home.js';
 export * from './presence.js';
 export * from './retry.js';
 export * from './rooms.js';
+export * from './tasks.js';
 export * from './tokens.js';
 export * from './tools.js';
 export * from './usage.js';

@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import type { Subscription } from '@nats-io/transport-node';
 import {
   type ApiResponse,
+  approvalsApi,
   defaultTracer,
   governanceApi,
   newId,
@@ -20,6 +21,7 @@ import {
   runInSpan,
   startToolSpan,
   subjects,
+  tasksApi,
   traceAttributes,
 } from '@parley/contracts';
 import { LRUCache } from 'lru-cache';
@@ -39,6 +41,23 @@ export interface ToolCallOptions {
   id?: string;
   /** Reuse a cached allow. @default true */
   cache?: boolean;
+  /**
+   * The task this call is a side effect of (its assignee calls): the call is recorded under the
+   * task with `idempotencyKey`, and a retry with the same key returns the recorded result without
+   * running `fn` again — also from another process after a crash.
+   */
+  task?: string;
+  /** The side effect's key within the task. @default `<name>:<digest of args>` */
+  idempotencyKey?: string;
+  /**
+   * Undoes the side effect (gets what `fn` returned) when the task fails or is canceled: run once,
+   * newest first, audited. For a compensation that survives a restart use `agent.tasks.compensator`.
+   */
+  compensate?: (result: unknown) => unknown | Promise<unknown>;
+  /** Why the call is wanted, shown to the approver when org policy holds it for approval. */
+  approvalReason?: string;
+  /** How long the approvers have before the call fails with APPROVAL_TIMEOUT, in ms. @default 300000 */
+  approvalTimeoutMs?: number;
 }
 
 type Decision = ApiResponse<typeof governanceApi.authorize>;
@@ -152,12 +171,16 @@ export class Tools {
         .catch((err: unknown) =>
           this.#agent.reportFailure(err, 'tool_audit', { toolCall: id, tool: name, status }),
         );
-    if (!decision.allow) {
+    if (!decision.allow && decision.code === 'APPROVAL_REQUIRED') {
+      await this.#awaitApproval({ id, name, action, digest, token, ctx, options });
+    } else if (!decision.allow) {
       // Governance audited the denial when it decided (the audit chain reads it from there).
       throw new ParleyError(decision.code ?? 'PERMISSION_DENIED', `${name}: ${decision.reason}`, {
         details: { toolCall: id, action, decidedBy: decision.decidedBy, chain: decision.chain },
       });
     }
+    if (options.task)
+      return this.#callUnderTask(options.task, name, args, fn, { ...options, id, digest, record });
     const span = startToolSpan(defaultTracer(), name, {
       [traceAttributes.toolCallId]: id,
       [traceAttributes.decision]: 'allow',
@@ -177,6 +200,103 @@ export class Tools {
       );
       throw err;
     }
+  }
+
+  /** Asks for an approval and waits for it; throws APPROVAL_DENIED / APPROVAL_TIMEOUT. */
+  async #awaitApproval(o: {
+    id: string;
+    name: string;
+    action: string;
+    digest: string;
+    token: string | undefined;
+    ctx: ReturnType<typeof handling.getStore>;
+    options: ToolCallOptions;
+  }): Promise<void> {
+    const asked = await this.#agent.call(approvalsApi.requestApproval, {
+      id: o.id,
+      action: o.action,
+      tool: o.name,
+      argsDigest: o.digest,
+      ...(o.token ? { token: o.token } : {}),
+      ...(o.options.approvalReason ? { reason: o.options.approvalReason } : {}),
+      ...(o.options.task ? { task: o.options.task } : {}),
+      ...(o.ctx?.room ? { room: o.ctx.room } : {}),
+      ...(o.options.approvalTimeoutMs ? { timeoutMs: o.options.approvalTimeoutMs } : {}),
+    });
+    const a = asked.state === 'pending' ? await this.#agent.approvals.wait(o.id) : asked;
+    if (a.state === 'approved') return;
+    const details = { toolCall: o.id, action: o.action, approvers: a.approvers, decidedBy: a.decidedBy };
+    await this.#agent
+      .call(governanceApi.recordToolCall, {
+        id: o.id,
+        tool: o.name,
+        action: o.action,
+        argsDigest: o.digest,
+        status: 'denied',
+        durationMs: 0,
+        error: a.state === 'denied' ? 'APPROVAL_DENIED' : 'APPROVAL_TIMEOUT',
+        ...(o.token ? { token: o.token } : {}),
+      })
+      .catch(() => undefined);
+    if (a.state === 'denied') {
+      throw new ParleyError('APPROVAL_DENIED', `${o.name}: ${a.decidedBy} denied it: ${a.decision ?? ''}`, {
+        details,
+      });
+    }
+    throw new ParleyError('APPROVAL_TIMEOUT', `${o.name}: nobody approved it before ${a.expiresAt}`, {
+      details,
+    });
+  }
+
+  /** A call recorded as a side effect of a task (see {@link ToolCallOptions.task}). */
+  async #callUnderTask<A, T>(
+    task: string,
+    name: string,
+    args: A,
+    fn: (args: A) => T | Promise<T>,
+    o: ToolCallOptions & {
+      id: string;
+      digest: string;
+      record: (status: 'ok' | 'error', durationMs: number, error?: string) => Promise<unknown>;
+    },
+  ): Promise<T> {
+    const key = o.idempotencyKey ?? `${name}:${o.digest.slice('sha256='.length, 'sha256='.length + 32)}`;
+    const effect = (phase: 'begin' | 'done' | 'error', extra: { result?: unknown; error?: string } = {}) =>
+      this.#agent.call(tasksApi.effect, {
+        task,
+        key,
+        phase,
+        tool: name,
+        toolCall: o.id,
+        argsDigest: o.digest,
+        compensable: o.compensate !== undefined,
+        ...extra,
+      });
+    const begun = await effect('begin');
+    if (begun.replay) {
+      if (o.compensate) this.#agent.tasks.registerCompensation(task, key, o.compensate);
+      return begun.effect.result as T;
+    }
+    const span = startToolSpan(defaultTracer(), name, {
+      [traceAttributes.toolCallId]: o.id,
+      [traceAttributes.decision]: 'allow',
+    });
+    const started = performance.now();
+    let result: T;
+    try {
+      result = await runInSpan(span, async () => fn(args));
+    } catch (err) {
+      const code = (err as { code?: unknown })?.code;
+      const error = typeof code === 'string' ? code : ((err as Error)?.name ?? 'Error');
+      await o.record('error', performance.now() - started, error);
+      await effect('error', { error }).catch(() => undefined);
+      throw err;
+    }
+    if (o.compensate) this.#agent.tasks.registerCompensation(task, key, o.compensate);
+    // Recorded before returning: once the caller sees the result, a retry replays it.
+    await effect('done', result === undefined ? {} : { result: JSON.parse(JSON.stringify(result)) });
+    await o.record('ok', performance.now() - started);
+    return result;
   }
 
   /** Stops listening for policy notices. */

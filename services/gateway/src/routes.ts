@@ -25,6 +25,7 @@ import {
 import * as z from 'zod';
 import { adminRoutes } from './admin-routes.js';
 import { consoleRoutes } from './console-routes.js';
+import { taskRoutes } from './task-routes.js';
 
 /** What a route handler gets from the HTTP request. */
 export interface RouteInput {
@@ -421,4 +422,5 @@ export const restRoutes: RestRoute[] = [
   // The console's additions (pause/resume a room, create an agent, rotate/revoke credentials).
   ...consoleRoutes,
   ...adminRoutes,
+  ...taskRoutes,
 ];

@@ -118,6 +118,48 @@ describe('gateway REST /v1', () => {
     assert.equal(gone.body.code, 'NOT_A_MEMBER');
   });
 
+  it('tasks: create in a room, move through the states, refusals with their codes', async () => {
+    const { agent: a } = await createAgent(admin, { name: 'rest-task-a' });
+    const { agent: b } = await createAgent(admin, { name: 'rest-task-b' });
+    const [aKey, bKey] = [await keyFor(a.id), await keyFor(b.id)];
+    const room = String(
+      (await http(base, '/v1/rooms', { token: aKey, body: { title: 'tasks', members: [b.id] } })).body.id,
+    );
+    const created = await http(base, `/v1/rooms/${room}/tasks`, {
+      token: aKey,
+      body: { assignee: b.id, goal: 'summarise the incident', acceptance: ['one page'] },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const task = String(created.body.id);
+    assert.equal(created.body.state, 'submitted');
+    const started = await http(base, `/v1/tasks/${task}/transitions`, {
+      token: bKey,
+      body: { to: 'working' },
+    });
+    assert.equal(started.body.state, 'working', JSON.stringify(started.body));
+    const byRequester = await http(base, `/v1/tasks/${task}/transitions`, {
+      token: aKey,
+      body: { to: 'completed' },
+    });
+    assert.deepEqual([byRequester.status, byRequester.body.code], [403, 'PERMISSION_DENIED']);
+    const done = await http(base, `/v1/tasks/${task}/transitions`, {
+      token: bKey,
+      body: { to: 'completed', result: { pages: 1 } },
+    });
+    assert.equal(done.body.state, 'completed');
+    const again = await http(base, `/v1/tasks/${task}/transitions`, { token: bKey, body: { to: 'working' } });
+    assert.deepEqual([again.status, again.body.code], [409, 'ILLEGAL_TRANSITION']);
+    const listed = await http(base, `/v1/tasks?room=${room}&state=completed`, { token: aKey });
+    assert.deepEqual(
+      (listed.body.tasks as { id: string }[]).map((t) => t.id),
+      [task],
+    );
+    const shown = await http(base, `/v1/tasks/${task}`, { token: aKey });
+    assert.deepEqual(shown.body.result, { pages: 1 });
+    const bad = await http(base, `/v1/tasks/${task}/transitions`, { token: bKey, body: { to: 'finished' } });
+    assert.equal(bad.body.code, 'INVALID_ARGUMENT');
+  });
+
   it('an Idempotency-Key stores a retried send once', async () => {
     const { agent } = await createAgent(admin, { name: 'idem' });
     const key = await keyFor(agent.id);

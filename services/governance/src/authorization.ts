@@ -25,6 +25,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import {
   type ApiParsedRequest,
   type ApiResponse,
+  type ApprovalRule,
   anyScopeCovers,
   type Decision,
   type DelegationView,
@@ -57,11 +58,15 @@ export interface AuthorizationDeps {
   metrics?: ParleyMetrics | undefined;
 }
 
-interface Outcome {
+/** A decision with whose authority it is about and, for APPROVAL_REQUIRED, the rule that holds it. */
+export interface Outcome {
   decision: Decision;
   principal?: string;
   chain: string[];
   view?: DelegationView;
+  approval?: ApprovalRule;
+  /** The org whose rule holds it. */
+  approvalOrg?: string;
 }
 
 const deny = (
@@ -157,7 +162,7 @@ export function createAuthorization(deps: AuthorizationDeps) {
     return deny(`${action} is not in the token's scope (${view.scope.join(', ')})`, 'token');
   }
 
-  async function decide(caller: string, req: AuthorizeRequest): Promise<Outcome> {
+  async function decide(caller: string, req: Pick<AuthorizeRequest, 'action' | 'token'>): Promise<Outcome> {
     const action = req.action;
     let view: DelegationView | undefined;
     if (req.token) {
@@ -216,6 +221,22 @@ export function createAuthorization(deps: AuthorizationDeps) {
         return { ...base, decision: deny(`the policy of ${org} denies ${action}`, `org ${org}`) };
       }
     }
+    // Allowed in every other respect: org policy may still hold it for a person's yes.
+    for (const org of new Set([principalOrg, me.org].filter((o): o is string => Boolean(o)))) {
+      const rule = store.orgPolicy(org)?.requireApproval?.find((r) => anyScopeCovers([r.scope], action));
+      if (rule) {
+        return {
+          ...base,
+          approval: rule,
+          approvalOrg: org,
+          decision: deny(
+            `the policy of ${org} holds ${action} for approval by ${rule.approver}`,
+            `org ${org}`,
+            'APPROVAL_REQUIRED',
+          ),
+        };
+      }
+    }
     return {
       ...base,
       decision: {
@@ -229,6 +250,8 @@ export function createAuthorization(deps: AuthorizationDeps) {
   }
 
   return {
+    /** The decision without caching or audit (approvals check a held call again with it). */
+    decide,
     /** Starts listening for card changes (they change what an agent is granted). */
     start() {
       registryChanges = deps.nc.subscribe(subjects.eventsOf('registry'), { callback: () => cache.clear() });
@@ -250,7 +273,7 @@ export function createAuthorization(deps: AuthorizationDeps) {
         if (decided.decision.allow && deps.cacheMs > 0 && outcome.until > now)
           cache.set(key, outcome, { ttl: outcome.until - now });
       }
-      const { decision, principal, chain, view } = (outcome as { outcome: Outcome }).outcome;
+      const { decision, principal, chain, view, approval } = (outcome as { outcome: Outcome }).outcome;
       const ttlMs = decision.allow ? Math.max(0, Math.min(deps.cacheMs, (outcome?.until ?? now) - now)) : 0;
       if (ttlMs > 0) {
         const until = now + ttlMs;
@@ -276,7 +299,13 @@ export function createAuthorization(deps: AuthorizationDeps) {
           ...(cached ? { cached: true } : {}),
         },
       });
-      return { ...decision, ...(principal ? { principal } : {}), chain, ttlMs };
+      return {
+        ...decision,
+        ...(principal ? { principal } : {}),
+        chain,
+        ttlMs,
+        ...(approval ? { approval } : {}),
+      };
     },
   };
 }

@@ -88,6 +88,12 @@ export function createGrants(deps: {
       return value;
     },
 
+    async getOrgPolicy(org: string, caller: string): Promise<{ policy?: OrgPolicy }> {
+      await requireAdmin(caller, org);
+      const policy = deps.store.orgPolicy(org);
+      return policy ? { policy } : {};
+    },
+
     async setOrgPolicy(
       req: ApiParsedRequest<typeof governanceApi.setOrgPolicy>,
       caller: string,
@@ -104,6 +110,7 @@ export function createGrants(deps: {
         org: req.org,
         grants: normalizeScopes(req.grants),
         deny: normalizeScopes(req.deny),
+        requireApproval: req.requireApproval,
         by: caller as PrincipalId,
         at: new Date().toISOString(),
       };
@@ -113,7 +120,7 @@ export function createGrants(deps: {
         action: 'set_org_policy',
         actor: caller as PrincipalId,
         target: req.org,
-        data: { grants: value.grants, deny: value.deny },
+        data: { grants: value.grants, deny: value.deny, requireApproval: value.requireApproval },
       });
       return value;
     },

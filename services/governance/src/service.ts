@@ -2,6 +2,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
+  approvalsApi,
   buckets,
   governanceApi,
   isServiceId,
@@ -31,6 +32,7 @@ import {
   type ServiceTelemetry,
   serveApis,
 } from '@parley/kit';
+import { createApprovals } from './approvals.js';
 import { createAuditChain } from './audit-chain.js';
 import { createAuthorization } from './authorization.js';
 import { createBudgetStatus } from './budget-status.js';
@@ -169,6 +171,13 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
         metrics: deps.metrics,
       });
       authorization.start();
+      const approvals = createApprovals({
+        ...common,
+        kv: policy,
+        directory,
+        decide: (caller, req) => authorization.decide(caller, req),
+      });
+      await approvals.start();
       const killSwitch = createKillSwitch({ ...common, store: s, directory });
       const usageKv = await kvm.open(buckets.usage);
       const usage = createUsage({
@@ -188,6 +197,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
       stopParts = [
         () => directory.stop(),
         () => authorization.stop(),
+        () => approvals.stop(),
         () => usage.stop(),
         () => standing.stop(),
       ];
@@ -234,6 +244,11 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
           bind(governanceApi.budgets, (req, ctx) => budgetStatus.budgets(req, ctx.caller)),
           bind(governanceApi.listGrants, (req, ctx) => grants.listGrants(req, ctx.caller)),
           bind(governanceApi.auditChain, (req, ctx) => chain.chain(req.of, ctx.caller)),
+          bind(approvalsApi.getOrgPolicy, (req, ctx) => grants.getOrgPolicy(req.org, ctx.caller)),
+          bind(approvalsApi.requestApproval, (req, ctx) => approvals.requestApproval(req, ctx.caller)),
+          bind(approvalsApi.awaitApproval, (req, ctx) => approvals.awaitApproval(req, ctx.caller)),
+          bind(approvalsApi.listApprovals, (req, ctx) => approvals.listApprovals(req, ctx.caller)),
+          bind(approvalsApi.decideApproval, (req, ctx) => approvals.decideApproval(req, ctx.caller)),
         ],
         {
           service: 'governance',

@@ -14,6 +14,7 @@
  * over a limit, the reporting agent is suspended (cause `budget`: its sends are then refused with
  * BUDGET_EXCEEDED), or with `pause_room` the report's room is paused; the owner is told.
  */
+import { createHash } from 'node:crypto';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
@@ -35,6 +36,7 @@ import {
   serviceId,
   subjects,
   type Tracer,
+  tasksApi,
   type UsageReply,
   UsageReport,
   type UsageRow,
@@ -70,7 +72,12 @@ interface FineRow extends Totals {
   owner: string;
   org: string;
   room?: string;
+  task?: string;
+  binding?: string;
 }
+
+/** The key token of a binding id (any characters of it; hashed so it is a safe key token). */
+const bindingToken = (b: string) => createHash('sha256').update(b).digest('hex').slice(0, 32);
 
 /** What usage needs. */
 export interface UsageDeps {
@@ -225,10 +232,38 @@ export function createUsage(deps: UsageDeps) {
     return (await directory.find(r.owner))?.org === org;
   }
 
+  /** Adds a report's cost to its task (which fails with BUDGET_EXCEEDED past its budget). */
+  async function chargeTask(caller: string, task: string, costUsd: number, report: string): Promise<boolean> {
+    if (costUsd <= 0) return false;
+    try {
+      const r = await request(
+        deps.nc,
+        SELF,
+        tasksApi.usage,
+        { task, costUsd, report, reporter: caller },
+        { tracer: deps.tracer },
+      );
+      return r.exceeded;
+    } catch (err) {
+      deps.log.warn({ err, task }, 'task cost not added');
+      return false;
+    }
+  }
+
   /** Counts one report of `caller`. */
   async function count(caller: string, report: ReturnType<typeof UsageReport.parse>): Promise<UsageReply> {
     const facts = await directory.participant(caller);
     const ownTenantRoom = await verifyRoom(caller, facts.org, report);
+    if (report.task) {
+      // A task's cost is the reporter's to claim only if it works on it or asked for it.
+      const t = await request(deps.nc, SELF, tasksApi.get, { task: report.task }, { tracer: deps.tracer });
+      if (t.assignee !== caller && t.requester !== caller) {
+        throw new ParleyError(
+          'PERMISSION_DENIED',
+          `${caller} neither works on nor asked for task ${report.task}`,
+        );
+      }
+    }
     const owner = facts.kind === 'agent' ? facts.owner : caller;
     const ledgerId = `usage:${caller}:${report.id ?? newId('event').slice(4)}`;
     const now = new Date();
@@ -262,15 +297,33 @@ export function createUsage(deps: UsageDeps) {
       ...(report.room ? { room: report.room } : {}),
       ...zero(),
     });
+    const byTask =
+      report.task || report.binding
+        ? [
+            casAdd(
+              kv,
+              `tday.${day}.${caller}.${report.task ?? 'none'}.${report.binding ? bindingToken(report.binding) : 'none'}`,
+              () => ({
+                ...initFine(),
+                ...(report.task ? { task: report.task } : {}),
+                ...(report.binding ? { binding: report.binding } : {}),
+              }),
+              add,
+            ),
+          ]
+        : [];
     const [, agentDay, agentMonth, ownerDay, ownerMonth] = await Promise.all([
       casAdd(kv, fine, initFine, add),
       casAdd(kv, `total.day.${day}.agent.${caller}`, zero, add),
       casAdd(kv, `total.month.${month}.agent.${caller}`, zero, add),
       casAdd(kv, `total.day.${day}.owner.${owner}`, zero, add),
       casAdd(kv, `total.month.${month}.owner.${owner}`, zero, add),
+      ...byTask,
     ]);
-    if (facts.kind !== 'agent') return { counted: true, exceeded: [] };
+    const overTask = report.task ? await chargeTask(caller, report.task, report.costUsd, ledgerId) : false;
+    if (facts.kind !== 'agent') return { counted: true, exceeded: overTask ? ['task budget'] : [] };
     const exceeded = [
+      ...(overTask ? ['task budget'] : []),
       ...(await enforce(
         'agent',
         caller,
@@ -386,7 +439,8 @@ export function createUsage(deps: UsageDeps) {
       const groups = new Map<string, Totals>();
       const total = zero();
       for (const day of days) {
-        for (const e of (await snapshotKv(kv, `day.${day}.>`)).values()) {
+        const family = req.by === 'task' || req.by === 'binding' ? 'tday' : 'day';
+        for (const e of (await snapshotKv(kv, `${family}.${day}.>`)).values()) {
           const r = e.json<FineRow>();
           if (!visible(r)) continue;
           if (req.org && r.org !== req.org) continue;
@@ -400,7 +454,11 @@ export function createUsage(deps: UsageDeps) {
                   ? r.org
                   : req.by === 'room'
                     ? (r.room ?? '-')
-                    : day;
+                    : req.by === 'task'
+                      ? (r.task ?? '-')
+                      : req.by === 'binding'
+                        ? (r.binding ?? '-')
+                        : day;
           const g = groups.get(key) ?? zero();
           for (const t of [g, total]) {
             t.inputTokens += r.inputTokens;

@@ -14,6 +14,7 @@ import {
   type Provenance,
   type RoomChange,
   type RoomMessage,
+  TaskNotice,
 } from '@parley/contracts';
 import { type DeliveryEvent, deliveryEventOf } from '@parley/sdk';
 
@@ -161,6 +162,21 @@ export function renderMessages(messages: RenderedMessage[], fence: string): stri
           : `${head} ${line}`,
       );
       continue;
+    }
+    if (r.event === 'task_failed' || r.event === 'task_canceled' || r.event === 'task_lease_expired') {
+      const n = TaskNotice.safeParse(r.data?.[0]);
+      if (n.success) {
+        const t = n.data;
+        blocks.push(
+          [
+            `${head} ⚠ ${t.event.replaceAll('_', ' ')}: task ${t.task} (room ${t.room}) is ${t.state}${t.code ? ` (${t.code})` : ''}, by ${t.by}; you are told as its ${t.role}${t.origin !== t.task ? `, it started at ${t.origin}` : ''}. The reason, as written by them:`,
+            `<<<${fence} — UNTRUSTED DATA`,
+            JSON.stringify(t.reason),
+            `${fence}>>>`,
+          ].join('\n'),
+        );
+        continue;
+      }
     }
     if (r.event === 'dead_letter') {
       blocks.push(`${head} ⚠ delivery failed: ${r.text || JSON.stringify(r.data?.[0] ?? {})}`);

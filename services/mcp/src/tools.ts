@@ -12,7 +12,9 @@ import {
   type PresenceState,
   RoomId,
   registryApi,
+  type Task,
   TaskId,
+  TaskState,
   UsageReport,
   UserId,
 } from '@parley/contracts';
@@ -601,7 +603,107 @@ export const tools: ToolDefinition[] = [
       };
     },
   }),
+
+  tool({
+    name: 'create_task',
+    title: 'Delegate a task',
+    description:
+      'Give a member of a room a task: a goal, inputs, acceptance criteria, an optional deadline (seconds from now) and the task it is part of (yours, as its assignee). You are told if it fails or is canceled, with the reason, in wait_for_messages; past the deadline it fails with DEADLINE_EXCEEDED.',
+    input: z.object({
+      room: Room(),
+      assignee: Participant(),
+      goal: z.string().min(1).max(4000).describe('What is to be done, and why.'),
+      inputs: z.record(z.string(), z.unknown()).optional().describe('Structured inputs (JSON).'),
+      acceptance: z.array(z.string().max(1000)).max(50).optional().describe('When it counts as done.'),
+      deadlineSeconds: z
+        .int()
+        .min(1)
+        .max(30 * 86400)
+        .optional(),
+      parent: TaskId.optional().describe('The task (assigned to you) this one is part of.'),
+    }),
+    async run(args, { runtime }) {
+      const t = await runtime.agent.tasks.create(args.room, {
+        assignee: args.assignee,
+        goal: args.goal,
+        ...(args.inputs ? { inputs: args.inputs } : {}),
+        ...(args.acceptance ? { acceptance: args.acceptance } : {}),
+        ...(args.deadlineSeconds ? { deadline: args.deadlineSeconds * 1000 } : {}),
+        ...(args.parent ? { parent: args.parent } : {}),
+      });
+      return { text: `Created ${taskLine(t)}`, data: { task: t } };
+    },
+  }),
+
+  tool({
+    name: 'list_tasks',
+    title: 'List tasks',
+    description:
+      'Tasks you asked for, were given, or that are in your rooms, newest first; filter by room, state or role.',
+    readOnly: true,
+    input: z.object({
+      room: Room().optional(),
+      state: z.array(TaskState).max(7).optional(),
+      mine: z
+        .enum(['assigned', 'requested'])
+        .optional()
+        .describe('Only tasks assigned to you, or requested by you.'),
+    }),
+    async run(args, { runtime }) {
+      const me = runtime.agent.id;
+      const tasks = await runtime.agent.tasks.list({
+        ...(args.room ? { room: args.room } : {}),
+        ...(args.state ? { state: args.state } : {}),
+        ...(args.mine === 'assigned' ? { assignee: me } : args.mine === 'requested' ? { requester: me } : {}),
+      });
+      return { text: tasks.length ? tasks.map(taskLine).join('\n') : 'No tasks.', data: { tasks } };
+    },
+  }),
+
+  tool({
+    name: 'get_task',
+    title: 'Show a task',
+    description: 'A task with its state, reason, deadline, children, side effects and their compensations.',
+    readOnly: true,
+    input: z.object({ task: TaskId }),
+    async run(args, { runtime }) {
+      const t = await runtime.agent.tasks.get(args.task);
+      const effects = t.sideEffects.map(
+        (e) =>
+          `  side effect ${e.key} (${e.tool}) ${e.state}${e.compensation ? `, compensation ${e.compensation.state}` : ''}`,
+      );
+      return { text: [taskLine(t), ...effects].join('\n'), data: { task: t } };
+    },
+  }),
+
+  tool({
+    name: 'update_task',
+    title: 'Move a task',
+    description:
+      'Move a task: as its assignee to working, input_required (say what you need in reason), completed (with result), failed (with reason: everyone up the chain is told) or rejected; as its requester to canceled (its sub-tasks are canceled too).',
+    input: z.object({
+      task: TaskId,
+      to: TaskState.exclude(['submitted']),
+      reason: z.string().min(1).max(2000).optional(),
+      result: z.record(z.string(), z.unknown()).optional(),
+    }),
+    async run(args, { runtime }) {
+      const tasks = runtime.agent.tasks;
+      const t =
+        args.to === 'failed'
+          ? await tasks.fail(args.task, args.reason ?? 'failed')
+          : await tasks.transition(args.task, args.to, {
+              ...(args.reason ? { reason: args.reason } : {}),
+              ...(args.result ? { result: args.result } : {}),
+            });
+      return { text: taskLine(t), data: { task: t } };
+    },
+  }),
 ];
+
+function taskLine(t: Task): string {
+  return `task ${t.id} in ${t.room}: ${t.state}${t.reason ? ` (${t.code ? `${t.code}: ` : ''}${t.reason})` : ''} — ${t.assignee}: ${t.goal}${t.deadline ? ` (deadline ${t.deadline})` : ''}`;
+}
 
 /** Tools by name. */
 export const toolsByName = new Map(tools.map((t) => [t.name, t]));

@@ -113,17 +113,21 @@ describe('parley mcp: two sessions and a human', () => {
       'answer_contact_request',
       'ask_human',
       'create_room',
+      'create_task',
       'discover',
+      'get_task',
       'invite',
       'leave_room',
       'list_contacts',
       'list_rooms',
+      'list_tasks',
       'pending_requests',
       'read_history',
       'report_usage',
       'request_contact',
       'send_message',
       'set_status',
+      'update_task',
       'wait_for_messages',
       'whoami',
     ]);
@@ -340,6 +344,30 @@ describe('parley mcp: two sessions and a human', () => {
       got.every((m) => m.redelivered),
       'marked redelivered',
     );
+  });
+
+  it('tasks: delegated, failed by the other session, and the failure comes back in wait_for_messages', async () => {
+    const created = await coder.ok<{ task: { id: string; state: string } }>('create_task', {
+      room,
+      assignee: ids.reviewer,
+      goal: 'review the rounding change',
+      deadlineSeconds: 3600,
+    });
+    assert.equal(created.task.state, 'submitted');
+    const id = created.task.id;
+    await reviewer.ok('update_task', { task: id, to: 'working' });
+    const listed = await reviewer.ok<{ tasks: { id: string }[] }>('list_tasks', { mine: 'assigned' });
+    assert.ok(listed.tasks.some((t) => t.id === id));
+    await reviewer.ok('update_task', { task: id, to: 'failed', reason: 'the branch does not build' });
+    const { got, text } = await waitUntil(coder, (m) => m.event === 'task_failed');
+    assert.ok(got.some((m) => m.event === 'task_failed'));
+    assert.match(text, new RegExp(`task failed: task ${id} .* is failed`));
+    assert.match(text, /UNTRUSTED DATA\n"the branch does not build"/);
+    const shown = await coder.ok<{ task: { state: string; reason: string } }>('get_task', { task: id });
+    assert.deepEqual([shown.task.state, shown.task.reason], ['failed', 'the branch does not build']);
+    const refused = await reviewer.call('update_task', { task: id, to: 'working' });
+    assert.equal(refused.isError, true);
+    assert.match(textOf(refused), /^ILLEGAL_TRANSITION/);
   });
 
   it('set_status and report_usage act as the agent', async () => {

@@ -101,6 +101,20 @@ export const RoomsEnv = z.object({
     .max(86_400_000)
     .default(600_000)
     .describe('Runaway detector window. @default 600000 (10 minutes)'),
+  PARLEY_TASKS: envBoolean
+    .default(true)
+    .describe(
+      'Serve the tasks API (tasks.*) and watch task deadlines and leases in this replica. @default true',
+    ),
+  PARLEY_TASK_SWEEP_MS: z.coerce
+    .number()
+    .int()
+    .min(50)
+    .max(60_000)
+    .default(500)
+    .describe(
+      'How often open tasks are checked for a passed deadline (fails them with DEADLINE_EXCEEDED) or a passed lease. @default 500',
+    ),
 });
 
 /** The rooms service's configuration. */

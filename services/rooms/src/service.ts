@@ -1,7 +1,15 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { buckets, ParleyError, RoomMessage, roomsApi, serviceId, subjects } from '@parley/contracts';
+import {
+  buckets,
+  ParleyError,
+  RoomMessage,
+  roomsApi,
+  serviceId,
+  subjects,
+  tasksApi,
+} from '@parley/contracts';
 import {
   bind,
   createDelegationVerifier,
@@ -34,6 +42,7 @@ import { createPolicyCache, type PolicyCache } from './policy-cache.js';
 import { createRoomCache, type RoomCache } from './room-cache.js';
 import { findMessage } from './room-log.js';
 import { createRunawayDetector } from './runaway.js';
+import { createTasks } from './tasks/tasks.js';
 
 /** What the rooms service needs. */
 export interface RoomsDeps extends ServiceTelemetry, ServiceResponder {
@@ -62,6 +71,7 @@ export function createRoomsService(
   let deadLetters: ReturnType<typeof createDeadLetters> | undefined;
   let verifier: DelegationVerifier | undefined;
   let replicas: IngressReplicas | undefined;
+  let tasks: ReturnType<typeof createTasks> | undefined;
   let started = false;
   const ownConnections: NatsConnection[] = [];
   const publishers: JsPublisher[] = [];
@@ -144,6 +154,38 @@ export function createRoomsService(
         ],
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics, standing },
       );
+      if (config.PARLEY_TASKS) {
+        // Tasks live here, beside the room log they announce every transition in (docs/architecture.md, "Tasks").
+        const t = createTasks({
+          js,
+          kv: await kvm.open(buckets.tasks),
+          rooms,
+          notify: (req, caller) => notices.notify(req, caller),
+          log: log.child({ component: 'tasks' }),
+          sweepMs: config.PARLEY_TASK_SWEEP_MS,
+        });
+        await t.start();
+        tasks = t;
+        serveApis(
+          micro,
+          [
+            bind(tasksApi.create, (req, ctx) => t.create(req, ctx.caller)),
+            bind(tasksApi.get, (req, ctx) => t.get(req, ctx.caller)),
+            bind(tasksApi.list, (req, ctx) => t.list(req, ctx.caller)),
+            bind(tasksApi.transition, (req, ctx) => t.transition(req, ctx.caller)),
+            bind(tasksApi.heartbeat, (req, ctx) => t.heartbeat(req, ctx.caller)),
+            bind(tasksApi.reassign, (req, ctx) => t.reassign(req, ctx.caller)),
+            bind(tasksApi.effect, (req, ctx) => t.effect(req, ctx.caller)),
+            bind(tasksApi.compensation, (req, ctx) => t.compensation(req, ctx.caller)),
+            bind(tasksApi.bind, (req, ctx) => t.bind(req, ctx.caller)),
+            bind(tasksApi.findBinding, (req, ctx) => t.findBinding(req, ctx.caller)),
+            bind(tasksApi.saveCheckpoint, (req, ctx) => t.saveCheckpoint(req, ctx.caller)),
+            bind(tasksApi.loadCheckpoint, (req, ctx) => t.loadCheckpoint(req, ctx.caller)),
+            bind(tasksApi.usage, (req) => t.usage(req)),
+          ],
+          { service: 'tasks', queue: 'tasks', log, tracer: deps.tracer, metrics: deps.metrics, standing },
+        );
+      }
       if (config.PARLEY_INGRESS) {
         cache = await createRoomCache(rooms, log);
         verifier = await createDelegationVerifier(policyKv, log);
@@ -241,6 +283,7 @@ export function createRoomsService(
     async stop() {
       started = false;
       await micro?.stop();
+      tasks?.stop();
       await deadLetters?.stop();
       await fanout?.stop();
       for (const p of publishers.splice(0)) p.close();

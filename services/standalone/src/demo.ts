@@ -18,6 +18,7 @@ import {
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import * as z from 'zod';
 import { demoDelegation } from './demo-delegation.js';
+import { runTaskDemo } from './demo-tasks.js';
 import type { Home } from './home.js';
 
 const DemoState = z.object({
@@ -308,7 +309,9 @@ export async function startDemo(o: {
       await consentStep;
       await governance.reportAndPrintUsage(planner, reviewer);
     })
-    .catch((err: unknown) => o.out(`demo  the consent step failed: ${(err as Error).message}`));
+    .catch((err: unknown) => o.out(`demo  the consent step failed: ${(err as Error).message}`))
+    .then(() => runTaskDemo({ natsUrl: o.natsUrl, home: o.home, ids, planner, reviewer, out: o.out }))
+    .catch((err: unknown) => o.out(`demo  the task step failed: ${(err as Error).message}`));
 
   /** The auditor, owned by someone else, finds the reviewer and asks for contact. */
   async function askForContact(): Promise<void> {

@@ -189,6 +189,14 @@ describe('the npm start entry point', () => {
       assert.match(out, /demo {2}auditor → reviewer: contact request creq_\w+ “/);
       assert.match(out, /demo {2}reviewer accepts creq_\w+: the auditor and the reviewer are contacts/);
       assert.match(out, /demo {2}reviewer invites the auditor into room_\w+/);
+      // Tasks: a held call approved through the CLI, then a failure that travels back to the admin.
+      await waitFor(() => out.includes('demo  planner fails task_'), 'the task step', 30_000);
+      assert.match(out, /tc_\w+ {2}approved {2}agt_\w+ → deploy\.canary \(deploy:canary\)/);
+      assert.match(out, /demo {2}reviewer rolls back billing-v2-canary-1 \(compensation\)/);
+      assert.match(
+        out,
+        /demo {2}planner is told: task task_\w+ failed \(“canary error rate 4% is over the 1% threshold”\), path task_\w+ → task_\w+/,
+      );
       const lines: string[] = [];
       const code = await runCli(
         [

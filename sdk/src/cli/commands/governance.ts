@@ -157,9 +157,11 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
 
   program
     .command('usage')
-    .description('model usage and cost you may see, summed by agent, owner, org, room or day')
+    .description('model usage and cost you may see, summed by agent, owner, org, room, day, task or binding')
     .addOption(
-      new Option('--by <key>', 'group by').choices(['agent', 'owner', 'org', 'room', 'day']).default('agent'),
+      new Option('--by <key>', 'group by (task and binding: only reports that named one)')
+        .choices(['agent', 'owner', 'org', 'room', 'day', 'task', 'binding'])
+        .default('agent'),
     )
     .option('--since <date>', 'first day, YYYY-MM-DD (UTC; default today)')
     .option('--until <date>', 'last day, YYYY-MM-DD (UTC; default today)')
@@ -168,7 +170,7 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
     .action(
       async (
         o: {
-          by: 'agent' | 'owner' | 'org' | 'room' | 'day';
+          by: 'agent' | 'owner' | 'org' | 'room' | 'day' | 'task' | 'binding';
           since?: string;
           until?: string;
           org?: string;
@@ -218,16 +220,39 @@ export function registerGovernanceCommands(program: Command, ctx: CliContext): v
     .description('set an org’s policy (admins): scopes every member holds, scopes nobody may use')
     .option('--grant <scope...>', 'scopes every member holds', [])
     .option('--deny <scope...>', 'scopes nobody may use', [])
-    .action(async (org: string, o: { grant: string[]; deny: string[] }, cmd: Command) => {
-      await ctx.withAgent(cmd, async (agent) => {
-        const r = await agent.call(governanceApi.setOrgPolicy, { org, grants: o.grant, deny: o.deny });
-        ctx.print(
-          cmd,
-          r,
-          (v) => `${v.org}: grants ${v.grants.join(' ') || '-'}; denies ${v.deny.join(' ') || '-'}`,
-        );
-      });
-    });
+    .option(
+      '--require-approval <scope=approver...>',
+      'tool calls within scope wait for approver’s yes: owner, principal, org_admin or a usr_ id (e.g. payments:*=owner)',
+      [],
+    )
+    .action(
+      async (
+        org: string,
+        o: { grant: string[]; deny: string[]; requireApproval: string[] },
+        cmd: Command,
+      ) => {
+        const requireApproval = o.requireApproval.map((r) => {
+          const i = r.lastIndexOf('=');
+          if (i <= 0)
+            throw new ParleyError('INVALID_ARGUMENT', `--require-approval takes scope=approver, not ${r}`);
+          return { scope: r.slice(0, i), approver: r.slice(i + 1) };
+        });
+        await ctx.withAgent(cmd, async (agent) => {
+          const r = await agent.call(governanceApi.setOrgPolicy, {
+            org,
+            grants: o.grant,
+            deny: o.deny,
+            requireApproval,
+          });
+          ctx.print(
+            cmd,
+            r,
+            (v) =>
+              `${v.org}: grants ${v.grants.join(' ') || '-'}; denies ${v.deny.join(' ') || '-'}; approval ${v.requireApproval.map((a) => `${a.scope}=${a.approver}`).join(' ') || '-'}`,
+          );
+        });
+      },
+    );
 
   program
     .command('budget')
