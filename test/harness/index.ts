@@ -31,6 +31,9 @@ import {
   startNatsServer,
 } from '@parley/nats-server';
 
+/** How long a clustered node, and then the cluster's JetStream, may take to be ready. */
+const CLUSTER_READY_MS = 90_000;
+
 /** Options of {@link startServer}. */
 export interface StartServerOptions {
   /** Operator-mode auth with generated keys (needed for permission tests). @default false */
@@ -156,7 +159,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
       // A clustered node restarted with its data recovers every stream and consumer group before it
       // says it is ready: on a busy 2-core machine that took over 20 s (a node failing to start is
       // then a test failure about the machine, not about Parley).
-      readyTimeoutMs: 90_000,
+      readyTimeoutMs: CLUSTER_READY_MS,
     });
   try {
     const started = await Promise.all(configs.map((_, i) => startNode(i)));
@@ -189,7 +192,10 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
     const nc = await connectTo();
     try {
       const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 2000 });
-      for (let attempt = 0; ; attempt++) {
+      // Bounded by time, not by attempts: on a busy machine the peers can take well over 20 s to
+      // find each other (as long as a node's own readiness, above).
+      const deadline = Date.now() + CLUSTER_READY_MS;
+      for (;;) {
         try {
           await jsm.streams.add({
             name: 'HARNESS_READY',
@@ -200,7 +206,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
           await jsm.streams.delete('HARNESS_READY');
           break;
         } catch (err) {
-          if (attempt > 200) throw err;
+          if (Date.now() > deadline) throw err;
           await new Promise((r) => setTimeout(r, 100));
         }
       }
