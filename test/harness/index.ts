@@ -161,15 +161,18 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
       // then a test failure about the machine, not about Parley).
       readyTimeoutMs: CLUSTER_READY_MS,
     });
-  try {
-    const started = await Promise.all(configs.map((_, i) => startNode(i)));
-    procs.push(...started);
-  } catch (err) {
+  // A start that fails leaves nothing behind: a node left running keeps the test file's process
+  // alive until the runner's timeout.
+  const abandon = async (err: unknown): Promise<never> => {
     await Promise.allSettled(procs.map((p) => p?.kill9()));
     live.delete(entry);
     await rm(dir, { recursive: true, force: true });
     throw err;
-  }
+  };
+  const started = await Promise.allSettled(configs.map((_, i) => startNode(i)));
+  for (const r of started) if (r.status === 'fulfilled') procs.push(r.value);
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) await abandon(failed.reason);
   const urls = clientPorts.map((p) => `nats://127.0.0.1:${p}`);
 
   const connectTo = async (opts: Partial<NodeConnectionOptions> & { creds?: string } = {}) => {
@@ -206,7 +209,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
           await jsm.streams.delete('HARNESS_READY');
           break;
         } catch (err) {
-          if (Date.now() > deadline) throw err;
+          if (Date.now() > deadline) await abandon(err);
           await new Promise((r) => setTimeout(r, 100));
         }
       }
