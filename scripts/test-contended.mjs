@@ -24,7 +24,8 @@ const suites = [
     ],
   },
   {
-    label: 'reliability, 3-node cluster',
+    label: 'reliability, 3-node cluster (every node killed at once)',
+    env: { PARLEY_TEST_KILL: 'all' },
     args: [
       '--nodes=3',
       'test/integration/reliability.test.ts',
@@ -60,7 +61,7 @@ try {
       const r = spawnSync(process.execPath, ['scripts/run-tests.mjs', ...suite.args], {
         cwd: root,
         stdio: 'inherit',
-        env: { ...process.env, PARLEY_RECOVERY_REPORT: report },
+        env: { ...process.env, ...suite.env, PARLEY_RECOVERY_REPORT: report },
       });
       let figures = [];
       try {
