@@ -24,8 +24,7 @@ const suites = [
     ],
   },
   {
-    label: 'reliability, 3-node cluster (every node killed at once)',
-    env: { PARLEY_TEST_KILL: 'all' },
+    label: 'reliability, 3-node cluster',
     args: [
       '--nodes=3',
       'test/integration/reliability.test.ts',
@@ -61,7 +60,7 @@ try {
       const r = spawnSync(process.execPath, ['scripts/run-tests.mjs', ...suite.args], {
         cwd: root,
         stdio: 'inherit',
-        env: { ...process.env, ...suite.env, PARLEY_RECOVERY_REPORT: report },
+        env: { ...process.env, PARLEY_RECOVERY_REPORT: report },
       });
       let figures = [];
       try {
