@@ -43,7 +43,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'read',
     params: [],
     api: registryApi.listOrgs,
-    response: registryApi.listOrgs.response,
     request: () => ({}),
   },
   {
@@ -67,7 +66,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'read',
     params: [ORG_QUERY],
     api: registryApi.listUsers,
-    response: registryApi.listUsers.response,
     request: ({ query }) => (query.org ? { org: query.org } : {}),
   },
   {
@@ -92,7 +90,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'read',
     params: [ORG_QUERY],
     api: governanceApi.listGrants,
-    response: governanceApi.listGrants.response,
     request: ({ query }) => (query.org ? { org: query.org } : {}),
   },
   {
@@ -128,7 +125,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'read',
     params: [AGENT],
     api: gatewayApi.listKeys,
-    response: gatewayApi.listKeys.response,
     request: ({ params }) => ({ agent: params.agent }),
   },
   {
@@ -153,7 +149,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'write',
     params: [path('id', 'API key id (pak_…).')],
     api: gatewayApi.revokeKey,
-    response: gatewayApi.revokeKey.response,
     request: ({ params }) => ({ id: params.id }),
   },
   {
@@ -164,7 +159,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'read',
     params: [AGENT],
     api: gatewayApi.getWebhook,
-    response: gatewayApi.getWebhook.response,
     request: ({ params }) => ({ agent: params.agent }),
   },
   {
@@ -188,7 +182,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'write',
     params: [AGENT],
     api: gatewayApi.deleteWebhook,
-    response: gatewayApi.deleteWebhook.response,
     request: ({ params }) => ({ agent: params.agent }),
   },
   {
@@ -199,7 +192,6 @@ export const adminRoutes: RestRoute[] = [
     scope: 'read',
     params: [AGENT],
     api: gatewayApi.listHooks,
-    response: gatewayApi.listHooks.response,
     request: ({ params }) => ({ agent: params.agent }),
   },
   {

@@ -72,7 +72,6 @@ export const consoleRoutes: RestRoute[] = [
     scope: 'write',
     params: [AGENT],
     api: governanceApi.rotateCredentials,
-    response: governanceApi.rotateCredentials.response,
     request: ({ params }) => ({ participant: params.agent }),
   },
   {
@@ -112,7 +111,6 @@ export const consoleRoutes: RestRoute[] = [
       q('owner', 'Only budgets of this owner and its agents.'),
     ],
     api: governanceApi.budgets,
-    response: governanceApi.budgets.response,
     request: ({ query }) => defined({ agent: query.agent, owner: query.owner }),
   },
   {
@@ -129,7 +127,6 @@ export const consoleRoutes: RestRoute[] = [
       q('cursor', 'From a previous page’s `next`.'),
     ],
     api: roomsApi.ownerRooms,
-    response: roomsApi.ownerRooms.response,
     request: ({ params, query }) =>
       defined({
         agent: params.agent,
@@ -154,7 +151,6 @@ export const consoleRoutes: RestRoute[] = [
       q('limit', 'Page size.', 'integer'),
     ],
     api: roomsApi.ownerRead,
-    response: roomsApi.ownerRead.response,
     request: ({ params, query }) =>
       defined({
         agent: params.agent,

@@ -22,6 +22,13 @@ const problemResponse = (description: string) => ({
   content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
 });
 
+/** The route's response body: its own, or its contract method's. */
+function responseOf(route: RestRoute): z.ZodType {
+  const schema = route.response ?? route.api?.response;
+  if (!schema) throw new Error(`${route.method} ${route.url}: neither a response nor a contract method`);
+  return schema;
+}
+
 function operation(route: RestRoute): Json {
   const parameters = route.params.map((p) => ({
     name: p.name,
@@ -59,7 +66,7 @@ function operation(route: RestRoute): Json {
     responses: {
       [String(route.status ?? 200)]: {
         description: 'OK',
-        content: { 'application/json': { schema: schemaOf(route.response, 'output') } },
+        content: { 'application/json': { schema: schemaOf(responseOf(route), 'output') } },
       },
       '400': problemResponse('INVALID_ARGUMENT: the request does not match the contract'),
       '401': problemResponse('UNAUTHENTICATED, EXPIRED or REVOKED credentials'),

@@ -56,8 +56,8 @@ export interface RestRoute {
   api?: ApiMethod;
   /** The JSON body the route accepts (write routes), for validation and the OpenAPI document. */
   body?: z.ZodType;
-  /** The response body. */
-  response: z.ZodType;
+  /** The response body. @default the contract method's (`api.response`) */
+  response?: z.ZodType;
   /** 201 for creations. @default 200 */
   status?: number;
   /** Builds the method's request from the HTTP request. */
@@ -145,7 +145,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [],
     api: registryApi.whoami,
-    response: registryApi.whoami.response,
     request: () => ({}),
   },
   {
@@ -170,7 +169,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [query('includeClosed', 'Closed rooms too.', 'boolean'), ...PAGE],
     api: roomsApi.list,
-    response: roomsApi.list.response,
     request: ({ query: q }) =>
       defined({ includeClosed: bool(q.includeClosed), limit: num(q.limit), cursor: q.cursor }),
   },
@@ -182,7 +180,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [ROOM],
     api: roomsApi.get,
-    response: roomsApi.get.response,
     request: ({ params }) => ({ room: params.room }),
   },
   {
@@ -206,7 +203,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'write',
     params: [ROOM],
     api: roomsApi.leave,
-    response: roomsApi.leave.response,
     request: ({ params }) => ({ room: params.room }),
   },
   {
@@ -236,7 +232,6 @@ export const restRoutes: RestRoute[] = [
       query('limit', 'Page size.', 'integer'),
     ],
     api: roomsApi.history,
-    response: roomsApi.history.response,
     request: ({ params, query: q }) =>
       defined({
         room: params.room,
@@ -262,7 +257,6 @@ export const restRoutes: RestRoute[] = [
       ...PAGE,
     ],
     api: registryApi.discover,
-    response: registryApi.discover.response,
     request: ({ query: q }) =>
       defined({
         skill: q.skill,
@@ -283,7 +277,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [query('owner', 'Owner id (usr_…).'), query('org', 'Org id (org_…).'), ...PAGE],
     api: registryApi.listAgents,
-    response: registryApi.listAgents.response,
     request: ({ query: q }) => defined({ owner: q.owner, org: q.org, limit: num(q.limit), cursor: q.cursor }),
   },
   {
@@ -294,7 +287,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [path('agent', 'Agent id (agt_…).')],
     api: registryApi.getAgent,
-    response: registryApi.getAgent.response,
     request: ({ params }) => ({ agent: params.agent }),
   },
   {
@@ -305,7 +297,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [query('of', 'One of the caller’s agents (agt_…), for an owner.')],
     api: consentApi.list,
-    response: consentApi.list.response,
     request: ({ query: q }) => defined({ of: q.of }),
   },
   {
@@ -329,7 +320,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [query('of', 'One of the caller’s agents (agt_…), for an owner.')],
     api: consentApi.pending,
-    response: consentApi.pending.response,
     request: ({ query: q }) => defined({ of: q.of }),
   },
   {
@@ -352,7 +342,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [query('participants', 'Comma-separated participant ids.')],
     api: registryApi.presence,
-    response: registryApi.presence.response,
     request: ({ query: q }) => ({ participants: (q.participants ?? '').split(',').filter(Boolean) }),
   },
   {
@@ -380,7 +369,6 @@ export const restRoutes: RestRoute[] = [
       query('agent', 'Only this agent.'),
     ],
     api: governanceApi.usage,
-    response: governanceApi.usage.response,
     request: ({ query: q }) =>
       defined({ by: q.by, since: q.since, until: q.until, org: q.org, agent: q.agent }),
   },
@@ -392,7 +380,6 @@ export const restRoutes: RestRoute[] = [
     scope: 'read',
     params: [path('of', 'A message id (msg_…) or tool call id (tc_…).')],
     api: governanceApi.auditChain,
-    response: governanceApi.auditChain.response,
     request: ({ params }) => ({ of: params.of }),
   },
   {

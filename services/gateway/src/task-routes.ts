@@ -47,7 +47,6 @@ export const taskRoutes: RestRoute[] = [
       { name: 'limit', in: 'query', description: 'Most tasks.', type: 'integer' },
     ],
     api: tasksApi.list,
-    response: tasksApi.list.response,
     request: ({ query }) =>
       Object.fromEntries(
         Object.entries({
@@ -72,7 +71,6 @@ export const taskRoutes: RestRoute[] = [
     scope: 'read',
     params: [TASK],
     api: tasksApi.get,
-    response: tasksApi.get.response,
     request: ({ params }) => ({ task: params.task }),
   },
   {
