@@ -131,8 +131,13 @@ export async function connectWithCreds(
   } catch (err) {
     const msg = (err as Error).message ?? String(err);
     // nats.js classifies the server's -ERR: revoked and unknown creds are an authorization
-    // violation, expired ones an expired authentication.
-    if (err instanceof errors.AuthorizationError || err instanceof errors.UserAuthenticationExpiredError) {
+    // violation, expired ones an expired authentication. It folds the server's "Authentication
+    // Timeout" into the same class, but that one says the handshake was slow (a busy server or
+    // client), not that the creds are bad: it is worth another try.
+    const refused =
+      (err instanceof errors.AuthorizationError || err instanceof errors.UserAuthenticationExpiredError) &&
+      !/authentication timeout/i.test(msg);
+    if (refused) {
       throw new ParleyError(
         'UNAUTHENTICATED',
         `the server refused the creds of ${identity.id}${whose}: ${msg}. They may have been rotated or revoked (parley agent rotate ${identity.id} --out <file> writes new ones), or belong to another Parley`,
