@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
-import { isParleyError, type ParleyError, streams } from '@parley/contracts';
+import { isParleyError, type ParleyError, streams, subjects } from '@parley/contracts';
 import { loadConfig as loadInitConfig } from '@parley/init';
 import { ConfigError, ensureBackbone, MIN_STREAM_BYTES, silentLogger } from '@parley/kit';
 import type { CursorStore, Delivery } from '@parley/sdk';
@@ -112,6 +112,9 @@ describe('retention: the backbone setup', () => {
     try {
       const jsm = await jetstreamManager(nc);
       await ensureBackbone(nc, {}, silentLogger());
+      // An inbox subject holding 20 entries before the cap is lowered to 7.
+      const inboxSubject = subjects.inbox('agt_away', 'room_one');
+      for (let i = 0; i < 20; i++) await jsm.jetstream().publish(inboxSubject, new Uint8Array(8));
       const limited = {
         roomsMaxAgeMs: 30 * 86_400_000,
         roomsMaxBytes: 8 * MIN_STREAM_BYTES,
@@ -133,6 +136,10 @@ describe('retention: the backbone setup', () => {
       assert.equal(inbox.max_bytes, 4 * MIN_STREAM_BYTES);
       assert.equal(inbox.max_msgs_per_subject, 7);
       assert.equal(inbox.max_age, 86_400_000 * 1e6);
+      // A lower limit removes what is over it at once, oldest first.
+      const kept = await jsm.streams.info(streams.inbox, { subjects_filter: inboxSubject });
+      assert.equal(kept.state.subjects?.[inboxSubject], 7);
+      assert.equal(kept.state.first_seq, 14);
       // Back to the defaults: the byte limits and the room cap are gone again.
       await ensureBackbone(nc, {}, silentLogger());
       const back = (await jsm.streams.info(streams.rooms)).config;
