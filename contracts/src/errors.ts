@@ -26,6 +26,11 @@ export const errorCodes = {
     status: 409,
     message: 'The request conflicts with the current state (a stale revision, a duplicate name).',
   },
+  HISTORY_EXPIRED: {
+    status: 410,
+    message:
+      'The history position asked for is older than what the room log retains: details.retainedFrom is where retained history starts.',
+  },
   NOT_A_MEMBER: {
     status: 403,
     message: 'The caller is not a member of the room (or may not send there, as an observer).',

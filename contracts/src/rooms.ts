@@ -144,6 +144,20 @@ const HistoryPaging = {
   limit: z.int().min(1).max(limits.maxPageSize).default(50),
 };
 
+/**
+ * Present on a page of history when retention (the room log's age, byte or per-room limit) removed
+ * entries of the room the caller could have read: the position of the room's first retained entry.
+ * A read whose `after` or `before` points into what was removed is refused with `HISTORY_EXPIRED`
+ * instead (see docs/architecture.md, "Retention").
+ */
+const RetainedFrom = z
+  .int()
+  .min(1)
+  .optional()
+  .describe(
+    'Set when retention removed older entries of this room: the position where retained history starts.',
+  );
+
 /** The rooms service's API. */
 export const roomsApi = {
   create: defineApi({
@@ -253,6 +267,7 @@ export const roomsApi = {
       z.object({
         entries: z.array(HistoryEntry),
         more: z.boolean().describe('True when more entries exist in the same direction.'),
+        retainedFrom: RetainedFrom,
       }),
     ),
   }),
@@ -292,6 +307,7 @@ export const roomsApi = {
         room: Room,
         entries: z.array(HistoryEntry),
         more: z.boolean().describe('True when more entries exist in the same direction.'),
+        retainedFrom: RetainedFrom,
         audit: z.string().describe('The id of the audit record this read wrote.'),
       }),
     ),

@@ -46,11 +46,17 @@ export interface BackboneOptions {
   inboxConsumerReplicas?: number;
   /** Fan-out partitions of the room log. Fixed for the life of a deployment. @default 16 */
   partitions?: number;
-  /** How long room history is kept. @default 90 days */
+  /** How long room history is kept (0 = no age limit). @default 90 days */
   roomsMaxAgeMs?: number;
-  /** How long an undelivered inbox entry is kept. @default 14 days */
+  /** Most bytes the room log (every room together) keeps; the oldest entries go first (0 = no limit). @default 0 */
+  roomsMaxBytes?: number;
+  /** Most entries kept per room; a room's oldest entries go first (0 = no limit). @default 0 */
+  roomsMaxMsgsPerRoom?: number;
+  /** How long an inbox entry is kept (0 = no age limit). @default 14 days */
   inboxMaxAgeMs?: number;
-  /** Most entries kept per (participant, room) inbox subject. @default 10000 */
+  /** Most bytes the inbox stream (every participant together) keeps; the oldest go first (0 = no limit). @default 0 */
+  inboxMaxBytes?: number;
+  /** Most entries kept per (participant, room) inbox subject; the oldest go first. @default 10000 */
   inboxMaxMsgsPerSubject?: number;
   /**
    * How long a delivery may stay unacknowledged before it is redelivered (the SDK extends it while a
@@ -79,7 +85,10 @@ export function backboneDefaults(o: BackboneOptions = {}): Required<BackboneOpti
     inboxConsumerReplicas: o.inboxConsumerReplicas ?? 1,
     partitions: o.partitions ?? 16,
     roomsMaxAgeMs: o.roomsMaxAgeMs ?? 90 * DAY,
+    roomsMaxBytes: o.roomsMaxBytes ?? 0,
+    roomsMaxMsgsPerRoom: o.roomsMaxMsgsPerRoom ?? 0,
     inboxMaxAgeMs: o.inboxMaxAgeMs ?? 14 * DAY,
+    inboxMaxBytes: o.inboxMaxBytes ?? 0,
     inboxMaxMsgsPerSubject: o.inboxMaxMsgsPerSubject ?? 10_000,
     inboxAckWaitMs: o.inboxAckWaitMs ?? 30_000,
     eventsMaxAgeMs: o.eventsMaxAgeMs ?? 30 * DAY,
@@ -100,6 +109,8 @@ export interface StreamDefinition {
   replicas: number;
   maxAgeMs: number;
   maxMsgsPerSubject?: number;
+  /** Most bytes kept (absent or 0: no limit). */
+  maxBytes?: number;
   duplicateWindowMs: number;
   denyDelete: boolean;
   denyPurge: boolean;
@@ -138,6 +149,8 @@ export function streamDefinitions(options: BackboneOptions = {}): StreamDefiniti
       description: 'Room logs: the source of truth and the history of every room.',
       subjects: ['parley.room.*.*'],
       maxAgeMs: o.roomsMaxAgeMs,
+      ...(o.roomsMaxMsgsPerRoom ? { maxMsgsPerSubject: o.roomsMaxMsgsPerRoom } : {}),
+      ...(o.roomsMaxBytes ? { maxBytes: o.roomsMaxBytes } : {}),
     },
     {
       ...base,
@@ -147,6 +160,7 @@ export function streamDefinitions(options: BackboneOptions = {}): StreamDefiniti
       subjects: ['parley.inbox.*.*'],
       maxAgeMs: o.inboxMaxAgeMs,
       maxMsgsPerSubject: o.inboxMaxMsgsPerSubject,
+      ...(o.inboxMaxBytes ? { maxBytes: o.inboxMaxBytes } : {}),
     },
     {
       ...base,

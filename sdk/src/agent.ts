@@ -5,9 +5,9 @@ import {
   type ApiRequest,
   type ApiResponse,
   defaultTracer,
+  isParleyError,
   ParleyError,
   PUSH_IDLE_HEARTBEAT_MS,
-  type RoomMessage,
   registryApi,
   request,
   roomsApi,
@@ -21,6 +21,7 @@ import { Bindings } from './bindings.js';
 import { type ConnectOptions, connectWithCreds } from './connect.js';
 import { Contacts } from './contacts.js';
 import {
+  type Backfill,
   type Delivery,
   type DeliveryEngine,
   type DeliveryEvent,
@@ -217,23 +218,34 @@ export class Agent {
     });
   }
 
-  /** The room messages this participant should have received in (after, before). */
-  async #backfill(
-    room: string,
-    after: number,
-    before: number,
-  ): Promise<{ seq: number; message: RoomMessage }[]> {
+  /**
+   * The room messages this participant should have received in (after, before). When the room log
+   * no longer reaches back to `after` (retention), it reads what is retained and says where the
+   * hole is.
+   */
+  async #backfill(room: string, after: number, before: number): Promise<Backfill> {
     const handle = this.rooms.room(room);
     const me = (await handle.get()).members.find((m) => m.id === this.id);
-    const out: { seq: number; message: RoomMessage }[] = [];
+    const out: Backfill = { entries: [] };
     let cursor = after;
     for (;;) {
-      const page = await handle.history({ order: 'oldest', after: cursor, before, limit: 200 });
+      let page: Awaited<ReturnType<typeof handle.history>>;
+      try {
+        page = await handle.history({ order: 'oldest', after: cursor, before, limit: 200 });
+      } catch (err) {
+        const retainedFrom = Number((err as ParleyError).details?.retainedFrom);
+        if (!isParleyError(err, 'HISTORY_EXPIRED') || out.gap || !(retainedFrom > cursor)) throw err;
+        out.gap = { after, retainedFrom };
+        if (retainedFrom >= before) return out;
+        cursor = retainedFrom - 1;
+        continue;
+      }
       for (const e of page.entries) {
         cursor = e.seq;
         const system =
           e.message.kind === 'membership' || e.message.kind === 'room' || e.message.kind === 'system';
-        if (system || me?.delivery !== 'mentions' || e.message.mentions.includes(this.id)) out.push(e);
+        if (system || me?.delivery !== 'mentions' || e.message.mentions.includes(this.id))
+          out.entries.push(e);
       }
       if (!page.more) return out;
     }

@@ -8,7 +8,9 @@
  *   deliveries the server dead-letters it and the lane moves on;
  * - a redelivered message already handled is acknowledged without running the handler again;
  * - a jump in a room's `Parley-Prev-Seq` chain (messages lost from the inbox while the agent was
- *   away past the inbox cap) is backfilled from history before the message that revealed it;
+ *   away past the inbox cap) is backfilled from history before the message that revealed it; when
+ *   the room log no longer holds part of it either (its retention limits), the first delivery after
+ *   the hole says so in `gap`;
  * - after a restart, deliveries its crashed predecessor held (unacknowledged) come back first: the
  *   engine holds newer ones until those redeliveries arrived (at most two ack waits).
  *
@@ -32,6 +34,7 @@ import {
   extractContext,
   headerNames,
   otelApi,
+  ParleyError,
   type RoomMessage,
   roomOf,
   runInSpan,
@@ -54,6 +57,12 @@ export interface Delivery {
   redelivered: boolean;
   /** True when it was recovered from history after a gap rather than delivered from the inbox. */
   backfilled: boolean;
+  /**
+   * Set on the first delivery of a room after messages were lost to retention: the agent was away
+   * past its inbox cap and the room log no longer holds them either. Room messages after position
+   * `after` (the last one handled) and before `retainedFrom` may never reach this participant.
+   */
+  gap?: RetentionGap;
   /** When the fan-out stored it in this participant's inbox (ms since the epoch; absent when backfilled). */
   inboxedAt?: number;
   /** For `contact_request` and `contact_update`: the request (answer it with `agent.contacts`). */
@@ -64,6 +73,21 @@ export interface Delivery {
   taskNotice?: TaskNotice;
   /** For `approval_requested` and `approval_decided`: the held call (decide with `agent.approvals`). */
   approval?: Approval;
+}
+
+/** Room messages lost to retention between two positions (see {@link Delivery.gap}). */
+export interface RetentionGap {
+  /** The last position of the room this participant handled. */
+  after: number;
+  /** Where the room's retained history starts: what lies between may be lost. */
+  retainedFrom: number;
+}
+
+/** What the agent read from history to fill a hole in the inbox. */
+export interface Backfill {
+  entries: { seq: number; message: RoomMessage }[];
+  /** Set when history no longer reaches back to the start of the hole. */
+  gap?: RetentionGap;
 }
 
 /** The kinds of delivery a handler can subscribe to. */
@@ -217,11 +241,7 @@ export class DeliveryEngine {
   constructor(
     private readonly self: string,
     private readonly options: DeliveryOptions,
-    private readonly backfill: (
-      room: string,
-      after: number,
-      before: number,
-    ) => Promise<{ seq: number; message: RoomMessage }[]>,
+    private readonly backfill: (room: string, after: number, before: number) => Promise<Backfill>,
   ) {}
 
   on(event: DeliveryEvent, handler: Handler): void {
@@ -500,13 +520,14 @@ export class DeliveryEngine {
         done();
         return;
       }
-      if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
+      const gap = last !== undefined && prev > last ? await this.#backfill(room, last, roomSeq) : undefined;
       const delivery: Delivery = {
         message,
         room,
         roomSeq,
         redelivered: m.info.deliveryCount > 1,
         backfilled: false,
+        ...(gap ? { gap } : {}),
         inboxedAt: Math.round(m.info.timestampNanos / 1e6),
       };
       if (this.options.mode === 'pull') {
@@ -565,8 +586,27 @@ export class DeliveryEngine {
     }
   }
 
-  async #backfill(room: string, after: number, before: number): Promise<void> {
-    for (const e of await this.backfill(room, after, before)) {
+  /**
+   * Hands out what history holds of a hole in the inbox; resolves with the retention gap when it
+   * could not be told on a backfilled delivery (history held nothing of the hole).
+   */
+  async #backfill(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
+    const found = await this.backfill(room, after, before);
+    let gap = found.gap;
+    if (gap) {
+      // Also told to the error listeners: a participant without a handler for what came first
+      // after the hole would not see it on a delivery.
+      this.#fail(
+        new ParleyError(
+          'HISTORY_EXPIRED',
+          `room ${room}: messages after position ${gap.after} and before ${gap.retainedFrom} may be lost (inbox cap and room-log retention both passed while this participant was away)`,
+          { details: { room, ...gap } },
+        ),
+        'delivery',
+        { room, ...gap },
+      );
+    }
+    for (const e of found.entries) {
       if (this.#seen.has(e.message.id)) continue;
       const delivery: Delivery = {
         message: e.message,
@@ -574,7 +614,9 @@ export class DeliveryEngine {
         roomSeq: e.seq,
         redelivered: false,
         backfilled: true,
+        ...(gap ? { gap } : {}),
       };
+      if (this.#wanted(delivery)) gap = undefined;
       if (this.options.mode === 'pull') {
         const event = this.#classify(delivery);
         if (event) this.#enqueue({ delivery: { ...delivery, event } });
@@ -583,6 +625,7 @@ export class DeliveryEngine {
       await this.#dispatch(delivery);
       this.#remember(e.message.id);
     }
+    return gap;
   }
 
   /**
@@ -620,6 +663,12 @@ export class DeliveryEngine {
       // A throwing listener must not stop the engine.
     }
     this.options.onFailure?.(err, source, details);
+  }
+
+  /** Whether a delivery reaches the caller (a handler for its event, or the pull queue). */
+  #wanted(d: Delivery): boolean {
+    const event = this.#classify(d);
+    return event !== undefined && (this.options.mode === 'pull' || !!this.#handlers.get(event)?.length);
   }
 
   async #dispatch(d: Delivery): Promise<void> {

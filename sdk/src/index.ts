@@ -13,6 +13,7 @@ export type {
   PullBatch,
   PulledDelivery,
   PullOptions,
+  RetentionGap,
 } from './delivery.js';
 export { deliveryEventOf } from './delivery.js';
 export * from './directory.js';

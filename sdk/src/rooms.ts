@@ -118,8 +118,14 @@ export class RoomHandle {
     });
   }
 
-  /** A page of the room's log (members only). */
-  async history(options: HistoryOptions = {}): Promise<{ entries: HistoryEntry[]; more: boolean }> {
+  /**
+   * A page of the room's log (members only). `retainedFrom` is set when retention removed the room's
+   * older entries; an `after` or `before` pointing into them is refused with `HISTORY_EXPIRED`
+   * (`err.details.retainedFrom` says where retained history starts).
+   */
+  async history(
+    options: HistoryOptions = {},
+  ): Promise<{ entries: HistoryEntry[]; more: boolean; retainedFrom?: number }> {
     return this.agent.call(roomsApi.history, { room: this.id, ...options });
   }
 

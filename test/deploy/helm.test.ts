@@ -155,6 +155,15 @@ describe('helm lint', () => {
       /additional properties 'replicaz' not allowed/,
     );
     assert.throws(() => helm(bin, ['lint', chartDir, '--set', 'telemetry.samplerArg=often']), /samplerArg/);
+    // Retention the services would refuse at start is refused at install already.
+    for (const [value, says] of [
+      ['backbone.retention.rooms.maxBytes=1000', /rooms\/maxBytes/],
+      ['backbone.retention.inbox.maxAgeMs=60000', /inbox\/maxAgeMs/],
+      ['backbone.retention.rooms.maxMsgsPerRoom=3', /rooms\/maxMsgsPerRoom/],
+      ['backbone.retention.inbox.maxMsgsPerRoom=0', /inbox\/maxMsgsPerRoom/],
+    ] as const) {
+      assert.throws(() => helm(bin, ['lint', chartDir, '--set', value]), says, value);
+    }
   });
 });
 
@@ -374,6 +383,13 @@ for (const variant of Object.keys(valuesFiles) as Variant[]) {
         const parsed = init.loadConfig(initEnv) as Obj;
         assert.equal(parsed.PARLEY_REPLICAS, values().backbone.replicas);
         assert.equal(parsed.PARLEY_INBOX_CONSUMER_REPLICAS, values().backbone.inboxConsumerReplicas);
+        const retention = values().backbone.retention;
+        assert.equal(parsed.PARLEY_ROOMS_MAX_AGE_MS, retention.rooms.maxAgeMs);
+        assert.equal(parsed.PARLEY_ROOMS_MAX_BYTES, retention.rooms.maxBytes);
+        assert.equal(parsed.PARLEY_ROOMS_MAX_MSGS_PER_ROOM, retention.rooms.maxMsgsPerRoom);
+        assert.equal(parsed.PARLEY_INBOX_MAX_AGE_MS, retention.inbox.maxAgeMs);
+        assert.equal(parsed.PARLEY_INBOX_MAX_BYTES, retention.inbox.maxBytes);
+        assert.equal(parsed.PARLEY_INBOX_MAX_MSGS_PER_ROOM, retention.inbox.maxMsgsPerRoom);
         const stateMount = backbone.volumeMounts.find((m: Obj) =>
           parsed.PARLEY_STATE_FILE.startsWith(`${m.mountPath}/`),
         );

@@ -1,4 +1,4 @@
-import { commonEnv, envPort, loadEnv } from '@parley/kit';
+import { commonEnv, envPort, loadEnv, retentionEnv } from '@parley/kit';
 import * as z from 'zod';
 
 /** The init step's environment (Kubernetes Job / init container, or a compose one-shot container). */
@@ -66,6 +66,7 @@ export const InitEnv = z.object({
     .min(0)
     .default(300_000)
     .describe('How long `backbone` waits for NATS and JetStream to be available. @default 300000'),
+  ...retentionEnv,
 });
 
 /** The init step's configuration. */

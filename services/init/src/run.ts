@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { type Logger, serverList } from '@parley/kit';
+import { type Logger, retentionOptions, serverList } from '@parley/kit';
 import { setUpBackbone } from './backbone.js';
 import { type InitConfig, loadConfig } from './config.js';
 import { ensureKeys } from './keys.js';
@@ -67,6 +67,7 @@ export async function runInit(
       replicas: config.PARLEY_REPLICAS,
       partitions: config.PARLEY_PARTITIONS,
       inboxConsumerReplicas: config.PARLEY_INBOX_CONSUMER_REPLICAS,
+      ...retentionOptions(config),
     },
     ...(state ? { state } : {}),
     waitMs: config.PARLEY_NATS_WAIT_MS,

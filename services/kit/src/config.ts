@@ -163,6 +163,105 @@ export const commonEnv = {
   ...telemetryEnv,
 } as const;
 
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * The largest message a NATS server of Parley carries (`max_payload: 1MB` in its configuration): a
+ * byte limit below it could not keep even one message, so it is refused.
+ */
+export const MIN_STREAM_BYTES = 1024 * 1024;
+
+/**
+ * JetStream refuses a stream whose max age is shorter than its duplicate window (2 minutes): an age
+ * limit below it is refused at start instead of failing the stream update.
+ */
+export const MIN_MAX_AGE_MS = 120_000;
+
+/** Fewest entries a room may be capped at: its creation and first joins are entries too. */
+export const MIN_ROOM_CAP = 10;
+
+const ageLimit = (what: string, fallback: number) =>
+  z.coerce
+    .number()
+    .int()
+    .min(0)
+    .refine((v) => v === 0 || v >= MIN_MAX_AGE_MS, {
+      message: `must be 0 (no age limit) or at least ${MIN_MAX_AGE_MS} ms (JetStream's duplicate window)`,
+    })
+    .default(fallback)
+    .describe(`${what} (ms; 0 = no age limit, else at least ${MIN_MAX_AGE_MS}). @default ${fallback}`);
+
+const byteLimit = (what: string) =>
+  z.coerce
+    .number()
+    .int()
+    .min(0)
+    .refine((v) => v === 0 || v >= MIN_STREAM_BYTES, {
+      message: `must be 0 (no byte limit) or at least ${MIN_STREAM_BYTES} bytes (the largest message NATS carries, max_payload)`,
+    })
+    .default(0)
+    .describe(`${what} (bytes; 0 = no limit, else at least ${MIN_STREAM_BYTES}). @default 0`);
+
+/**
+ * Retention of the room log and the inboxes: what the backbone setup (`parley-init backbone`, the
+ * standalone) applies to PARLEY_ROOMS and PARLEY_INBOX at every start. What happens at each limit
+ * is in docs/operations.md, "Retention".
+ */
+export const retentionEnv = {
+  PARLEY_ROOMS_MAX_AGE_MS: ageLimit(
+    'How long room history is kept; older entries are removed, history reads before them answer HISTORY_EXPIRED',
+    90 * DAY_MS,
+  ),
+  PARLEY_ROOMS_MAX_BYTES: byteLimit(
+    'Most bytes the room log keeps, all rooms together; the oldest entries are removed first',
+  ),
+  PARLEY_ROOMS_MAX_MSGS_PER_ROOM: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .refine((v) => v === 0 || v >= MIN_ROOM_CAP, {
+      message: `must be 0 (no cap) or at least ${MIN_ROOM_CAP} (a room's creation and joins are entries too)`,
+    })
+    .default(0)
+    .describe(
+      `Most entries kept per room (messages and membership events); a room's oldest go first, sends are never refused (0 = no cap, else at least ${MIN_ROOM_CAP}). @default 0`,
+    ),
+  PARLEY_INBOX_MAX_AGE_MS: ageLimit('How long an inbox entry is kept, delivered or not', 14 * DAY_MS),
+  PARLEY_INBOX_MAX_BYTES: byteLimit(
+    'Most bytes the inbox stream keeps, every participant together; the oldest entries are removed first',
+  ),
+  PARLEY_INBOX_MAX_MSGS_PER_ROOM: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(10_000)
+    .describe(
+      'Most entries kept per participant and room in the inbox; the oldest go first, and a participant that comes back reads what it missed from room history. @default 10000',
+    ),
+} as const;
+
+/** The retention settings, as {@link retentionEnv} parses them. */
+export type RetentionConfig = z.output<z.ZodObject<typeof retentionEnv>>;
+
+/** The backbone options the retention settings stand for. */
+export function retentionOptions(c: RetentionConfig): {
+  roomsMaxAgeMs: number;
+  roomsMaxBytes: number;
+  roomsMaxMsgsPerRoom: number;
+  inboxMaxAgeMs: number;
+  inboxMaxBytes: number;
+  inboxMaxMsgsPerSubject: number;
+} {
+  return {
+    roomsMaxAgeMs: c.PARLEY_ROOMS_MAX_AGE_MS,
+    roomsMaxBytes: c.PARLEY_ROOMS_MAX_BYTES,
+    roomsMaxMsgsPerRoom: c.PARLEY_ROOMS_MAX_MSGS_PER_ROOM,
+    inboxMaxAgeMs: c.PARLEY_INBOX_MAX_AGE_MS,
+    inboxMaxBytes: c.PARLEY_INBOX_MAX_BYTES,
+    inboxMaxMsgsPerSubject: c.PARLEY_INBOX_MAX_MSGS_PER_ROOM,
+  };
+}
+
 /** Splits a comma-separated server list. */
 export function serverList(value: string): string[] {
   return value

@@ -28,7 +28,7 @@ import type { Logger } from '@parley/kit';
 import { appendAudit, publishEvent } from '@parley/kit';
 import type { ConsentGate } from './consent.js';
 import type { ParticipantDirectory } from './participants.js';
-import { appendEntry, lastPosition, readLog, systemEntry } from './room-log.js';
+import { appendEntry, firstPosition, lastPosition, nextPosition, readLog, systemEntry } from './room-log.js';
 import {
   createEntry,
   keys,
@@ -548,8 +548,35 @@ export function createControlPlane(deps: ControlDeps) {
     async history(req: Req<'history'>, caller: string): Promise<Res<'history'>> {
       const r = await load(req.room);
       const me = requireMember(r, caller);
-      const floor = r.policy.history === 'since_joined' ? me.joinedSeq : r.createdSeq;
+      const start = r.policy.history === 'since_joined' ? me.joinedSeq : r.createdSeq;
       const last = await lastPosition(jsm, r);
+      // The entry at `start` is the room's own (its creation, or the caller's join): when it is no
+      // longer stored, retention removed the room's oldest entries up to the first one still there.
+      const first = await firstPosition(jsm, r, start);
+      const retainedFrom = first === start ? undefined : first || (await nextPosition(jsm));
+      if (retainedFrom !== undefined) {
+        // A cursor into what was removed: refused, so a reader never takes the rest for all there was.
+        const from = req.after !== undefined && req.after > 0 ? Math.max(start, req.after + 1) : undefined;
+        const stale =
+          (from !== undefined && from < retainedFrom) ||
+          (req.before !== undefined && req.before > start && req.before <= retainedFrom);
+        if (stale) {
+          throw new ParleyError(
+            'HISTORY_EXPIRED',
+            `history of room ${r.id} is retained from position ${retainedFrom} on: older entries were removed by the room log's retention limits, and entries ${req.before !== undefined && req.before <= retainedFrom ? `before ${req.before}` : `after ${req.after}`} may be among them`,
+            {
+              details: {
+                room: r.id,
+                retainedFrom,
+                ...(req.after !== undefined ? { after: req.after } : {}),
+                ...(req.before !== undefined ? { before: req.before } : {}),
+              },
+            },
+          );
+        }
+      }
+      const floor = retainedFrom ?? start;
+      const flag = retainedFrom !== undefined ? { retainedFrom } : {};
       const visible = (m: RoomMessage) => m.audience !== 'mentions' || m.mentions.includes(caller);
       const toEntry = (seq: number, data: Uint8Array): HistoryEntry => ({
         seq,
@@ -558,7 +585,7 @@ export function createControlPlane(deps: ControlDeps) {
       if (req.order === 'oldest') {
         const from = Math.max(floor, (req.after ?? 0) + 1);
         const to = Math.min(last, (req.before ?? Number.MAX_SAFE_INTEGER) - 1);
-        if (from > to) return { entries: [], more: false };
+        if (from > to) return { entries: [], more: false, ...flag };
         const entries: HistoryEntry[] = [];
         let cursor = from;
         let more = false;
@@ -573,12 +600,12 @@ export function createControlPlane(deps: ControlDeps) {
           more = page.more;
           if (!page.more) break;
         }
-        return { entries, more };
+        return { entries, more, ...flag };
       }
       // Newest first: read windows backwards from `before`, growing them until the page is full.
       const to = Math.min(last, (req.before ?? Number.MAX_SAFE_INTEGER) - 1);
       const lo = Math.max(floor, (req.after ?? 0) + 1);
-      if (lo > to) return { entries: [], more: false };
+      if (lo > to) return { entries: [], more: false, ...flag };
       let window = Math.max(req.limit * 8, 256);
       for (;;) {
         const from = Math.max(lo, to - window + 1);
@@ -595,7 +622,11 @@ export function createControlPlane(deps: ControlDeps) {
         }
         // One entry beyond the page tells whether there is more.
         if (collected.length > req.limit || from === lo) {
-          return { entries: collected.slice(-req.limit).reverse(), more: collected.length > req.limit };
+          return {
+            entries: collected.slice(-req.limit).reverse(),
+            more: collected.length > req.limit,
+            ...flag,
+          };
         }
         window *= 4;
       }

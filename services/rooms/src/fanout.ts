@@ -336,7 +336,11 @@ export function createFanout(o: FanoutOptions) {
         fenced = await publishOne(conn, first, recipient, room, c.roomSeq, c.inboxSeq);
       } catch (err) {
         if (!isKvConflict(err)) throw err;
-        c = await lookupCursor(conn, recipient, room, true);
+        const fresh = await lookupCursor(conn, recipient, room, true);
+        // Retention emptied the subject (its entries aged out, or went to the inbox byte limit): the
+        // fence now expects an empty subject, and the position delivered last still chains the next
+        // delivery (Parley-Prev-Seq), so the recipient sees the hole instead of a first message.
+        c = fresh.inboxSeq === 0 && c.roomSeq > 0 ? { roomSeq: c.roomSeq, inboxSeq: 0 } : fresh;
         cursors.set(key, c);
         continue;
       }

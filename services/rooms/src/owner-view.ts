@@ -97,7 +97,14 @@ export function createOwnerView(deps: OwnerViewDeps) {
           retryAfterMs: 1000,
         });
       });
-      return { agent, room, entries: history.entries, more: history.more, audit: record.id };
+      return {
+        agent,
+        room,
+        entries: history.entries,
+        more: history.more,
+        ...(history.retainedFrom ? { retainedFrom: history.retainedFrom } : {}),
+        audit: record.id,
+      };
     },
   };
 }

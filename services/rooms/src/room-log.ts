@@ -143,6 +143,29 @@ export async function lastPosition(jsm: JetStreamManager, room: RoomLocation): P
   return m?.seq ?? 0;
 }
 
+/**
+ * The log position of a room's first entry at or after `from` that is still stored, or 0 when none
+ * is. Retention only ever removes a room's oldest entries (age, bytes and the per-room cap all drop
+ * from the front), so what is retained of a room is everything from this position on.
+ */
+export async function firstPosition(
+  jsm: JetStreamManager,
+  room: RoomLocation,
+  from: number,
+): Promise<number> {
+  const m = await jsm.direct.getMessage(streams.rooms, {
+    seq: Math.max(1, from),
+    next_by_subj: subjects.room(room.partition, room.id),
+  });
+  return m?.seq ?? 0;
+}
+
+/** The position the room log's next entry (of any room) will get. */
+export async function nextPosition(jsm: JetStreamManager): Promise<number> {
+  const info = await jsm.streams.info(streams.rooms);
+  return info.state.last_seq + 1;
+}
+
 /** How far around a message id's time the log is searched. */
 const FIND_BEFORE_MS = 5_000;
 const FIND_AFTER_MS = 30_000;

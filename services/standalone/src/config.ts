@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { envPort, loadEnv, telemetryEnv } from '@parley/kit';
+import { envPort, loadEnv, retentionEnv, telemetryEnv } from '@parley/kit';
 import { type RoomsConfig, RoomsEnv } from '@parley/rooms';
 import * as z from 'zod';
 
@@ -43,6 +43,7 @@ export const StandaloneEnv = z.object({
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('warn')
     .describe('Log level of the services (logs go to stderr). @default warn'),
+  ...retentionEnv,
   ...telemetryEnv,
 });
 

@@ -3,7 +3,7 @@
 import { rm } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { describeServer, isParleyError } from '@parley/contracts';
-import { createLogger } from '@parley/kit';
+import { createLogger, retentionOptions } from '@parley/kit';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from './config.js';
 import { startDemo } from './demo.js';
@@ -67,6 +67,7 @@ try {
     log,
     telemetry: config,
     rooms: config.rooms,
+    backbone: retentionOptions(config),
     ...(config.NATS_SERVER_BIN ? { natsServerBin: config.NATS_SERVER_BIN } : {}),
   });
 } catch (err) {
