@@ -51,7 +51,6 @@ import {
   type Logger,
   packageVersion,
   serveApis,
-  snapshotKv,
   watchKv,
 } from '@parley/kit';
 import type { PulledDelivery } from '@parley/sdk';
@@ -250,21 +249,29 @@ export async function startRemoteA2a(service: GatewayService, log: Logger): Prom
     onError: (err) => log.warn({ err }, 'A2A remote watch failed'),
   });
   await watch.initialized;
+  // Streaming calls in progress, kept by one watch: a snapshot per scan made a new consumer on the
+  // server every few seconds, each lingering 5 min (`pnpm soak` found ~100 on an idle gateway).
+  const runs = new Map<string, A2aRemoteRun>();
+  const runWatch = await watchKv(kv, {
+    key: 'a2a.rrun.>',
+    onEntry: (e) => {
+      const run = e.operation === 'PUT' ? A2aRemoteRun.safeParse(e.json()) : undefined;
+      if (run?.success) runs.set(e.key, run.data);
+      else runs.delete(e.key);
+    },
+    onError: (err) => log.warn({ err }, 'A2A run watch failed'),
+  });
+  await runWatch.initialized;
   // Streaming calls whose replica died: resumed by whichever replica takes the lapsed lease first.
-  const scan = async () => {
-    for (const e of (await snapshotKv(kv, 'a2a.rrun.>')).values()) {
-      const run = A2aRemoteRun.safeParse(e.json());
-      if (run.success) proxies.get(run.data.agent)?.resume(run.data);
-    }
+  const scan = () => {
+    for (const run of runs.values()) proxies.get(run.agent)?.resume(run);
   };
-  const scanner = setInterval(
-    () => void scan().catch((err: unknown) => log.warn({ err }, 'A2A run scan failed')),
-    deps.leaseTtlMs / 2,
-  );
+  const scanner = setInterval(scan, deps.leaseTtlMs / 2);
   scanner.unref();
-  void scan().catch((err: unknown) => log.warn({ err }, 'A2A run scan failed'));
+  scan();
   return async () => {
     clearInterval(scanner);
+    runWatch.stop();
     watch.stop();
     for (const p of proxies.values()) p.stop();
     await micro.stop();

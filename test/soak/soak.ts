@@ -1,0 +1,689 @@
+/**
+ * The soak: steady traffic at a fraction of Parley's measured capacity on the standalone backbone
+ * (services/standalone, its own process with its own nats-server), for minutes to an hour, while
+ * agents connect and disconnect and rooms are created and closed through the SDK. It samples the
+ * resident memory of every process and the send→handler latency of every delivery, and checks that
+ * every accepted message reached every member once, in room order.
+ *
+ * Shape: a pool of registered agents; `rooms` rooms are open at any time, each with
+ * `membersPerRoom` agents of its own. A room lives `roomLifeSeconds` (spread ±50%), then stops
+ * taking sends, waits until every member handled every accepted message, is closed by its owner
+ * (`rooms.close`), and its members disconnect; a new room takes idle agents from the pool, which
+ * connect afresh (new connection, inbox attached again). So agents connect and disconnect, and
+ * rooms open and close, all the time, at a rate that does not depend on the traffic rate.
+ *
+ * The agents run in this process (their RSS is this process's); the backbone runs in its own.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isParleyError, registryApi } from '@parley/contracts';
+import { type Agent, connect, type Delivery } from '@parley/sdk';
+import { setupParley } from '../bench/parley.js';
+import { atRate, childPids, cpuSeconds, median, tail } from '../bench/stats.js';
+import { type BackboneProcess, freePort, startBackboneProcess, waitFor } from '../harness/index.js';
+
+/** What a soak run does; every field has a default. */
+export interface SoakOptions {
+  /** Whole run, warm-up included. @default 60 */
+  minutes?: number;
+  /** Room messages per second; when unset, `capacityFraction` of the capacity the probe measures. */
+  rate?: number;
+  /** @default 0.5 */
+  capacityFraction?: number;
+  /** Warm-up: growth and lateness are judged after it. @default min(10 min, max(30 s, run / 6)) */
+  warmupSeconds?: number;
+  /** Memory sample interval. @default 5 (2 when the run is under 10 min) */
+  sampleSeconds?: number;
+  /** One row of the table per interval. @default 60 (15 when the run is under 10 min) */
+  intervalSeconds?: number;
+  /** Rooms open at once. @default 12 */
+  rooms?: number;
+  /** @default 3 */
+  membersPerRoom?: number;
+  /** Spare agents beyond the open rooms' members (idle, disconnected). @default 12 */
+  spareAgents?: number;
+  /** Mean life of a room. @default 20 */
+  roomLifeSeconds?: number;
+  /** @default 512 */
+  payloadBytes?: number;
+  /** A delivery later than this is late (counted per interval). @default 1000 */
+  lateMs?: number;
+  /** A delivery after warm-up later than this fails the run. @default `lateMs` */
+  failLateMs?: number;
+  /** A process whose memory grows more than this (fraction) after warm-up fails the run. @default 0.1 */
+  maxGrowth?: number;
+  /** Per process, instead of `maxGrowth`. */
+  growthLimits?: Partial<Record<ProcessName, number>>;
+  /** Progress lines (stderr in the CLI). */
+  log?: (line: string) => void;
+}
+
+/** Resident memory of each process, MB, at one instant. */
+export interface MemorySample {
+  /** Seconds since the traffic started. */
+  at: number;
+  rssMb: Record<ProcessName, number>;
+  /**
+   * V8 heap in use, MB, of the two Node processes (the services' from their /metrics): when RSS
+   * grows and this does not, the growth is outside the JS heap (buffers, allocator).
+   */
+  heapUsedMb: { services?: number; agents: number };
+}
+
+/** The names of the sampled processes. */
+export type ProcessName = 'natsServer' | 'services' | 'agents';
+const PROCESSES: ProcessName[] = ['natsServer', 'services', 'agents'];
+
+/** One row of the table: what happened in one interval. */
+export interface SoakInterval {
+  /** End of the interval, seconds since the traffic started. */
+  at: number;
+  warmup: boolean;
+  sentPerSec: number;
+  deliveriesPerSec: number;
+  latencyMs: { p50: number; p99: number; max: number; count: number };
+  /**
+   * p99 of the two halves of a delivery's latency: send → stored in the member's inbox (ingress,
+   * room log, fan-out) and inbox → handler (the inbox consumer, the SDK); clocks of one machine.
+   */
+  stageP99Ms: { toInbox: number; toHandler: number };
+  late: number;
+  refused: number;
+  roomsCreated: number;
+  roomsClosed: number;
+  connects: number;
+  disconnects: number;
+  /** Connects that failed and were tried again. */
+  connectErrors: number;
+  /** Median RSS of the interval's samples, MB. */
+  rssMb: Record<ProcessName, number>;
+  /** CPU used in the interval, % of one core. */
+  cpuPct: Record<ProcessName, number>;
+  /**
+   * Time the process's threads waited for a CPU while runnable, % of the interval (summed over
+   * threads, so it can pass 100): high when the machine is oversubscribed, whatever Parley does.
+   */
+  runQueuePct: Record<ProcessName, number>;
+  /** 1-minute load average of the machine at the end of the interval. */
+  load: number;
+}
+
+/** How a process's memory moved after warm-up. */
+export interface Growth {
+  /** Median RSS of the first post-warm-up window, MB. */
+  firstMb: number;
+  /** Median RSS of the last window, MB. */
+  lastMb: number;
+  /** (last - first) / first. */
+  growth: number;
+}
+
+/** The whole run: the figures, the time series and why it failed (empty when it passed). */
+export interface SoakResult {
+  /** How the rate was set. */
+  capacity: { deliveriesPerSec?: number; fraction?: number; source: 'probe' | '--rate' };
+  rate: number;
+  membersPerRoom: number;
+  minutes: number;
+  warmupSeconds: number;
+  windowSeconds: number;
+  intervals: SoakInterval[];
+  samples: MemorySample[];
+  growth: Record<ProcessName, Growth>;
+  totals: {
+    accepted: number;
+    refused: Record<string, number>;
+    deliveries: number;
+    late: number;
+    roomsCreated: number;
+    roomsClosed: number;
+    connects: number;
+    disconnects: number;
+    /** Failed connects (tried again), by code and reason. */
+    connectErrors: Record<string, number>;
+    latencyMs: { p50: number; p99: number; max: number };
+  };
+  lateExamples: string[];
+  failures: string[];
+}
+
+interface OpenRoom {
+  id: string;
+  members: Agent[];
+  /** Room seqs of accepted sends. */
+  accepted: number[];
+  /** Room seqs each member handled, in handling order. */
+  handled: Map<string, number[]>;
+  inFlight: number;
+  closing: boolean;
+}
+
+/** Resident memory of a process in MB (VmRSS), or 0 when it is gone. */
+function rssMb(pid: number): number {
+  try {
+    const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+    return m ? Math.round(Number(m[1]) / 102.4) / 10 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Seconds the threads of a process have waited on a run queue, runnable but not running (Linux
+ * schedstat): what CPU starvation by other processes on the machine costs it.
+ */
+function runQueueSeconds(pid: number): number {
+  let ns = 0;
+  try {
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[1] ?? 0);
+      } catch {}
+    }
+  } catch {}
+  return ns / 1e9;
+}
+
+const round = (n: number, d = 1) => Math.round(n * 10 ** d) / 10 ** d;
+
+/** Runs the soak; resolves with its figures (`failures` empty when it passed). */
+export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
+  const minutes = options.minutes ?? 60;
+  const short = minutes < 10;
+  const totalSec = minutes * 60;
+  const warmupSeconds = options.warmupSeconds ?? Math.min(600, Math.max(30, Math.round(totalSec / 6)));
+  const sampleSeconds = options.sampleSeconds ?? (short ? 2 : 5);
+  const intervalSeconds = options.intervalSeconds ?? (short ? 15 : 60);
+  const roomCount = options.rooms ?? 12;
+  const membersPerRoom = options.membersPerRoom ?? 3;
+  const poolSize = roomCount * membersPerRoom + (options.spareAgents ?? 12);
+  const roomLifeMs = (options.roomLifeSeconds ?? 20) * 1000;
+  const lateMs = options.lateMs ?? 1000;
+  const failLateMs = options.failLateMs ?? lateMs;
+  const limitOf = (p: ProcessName) => options.growthLimits?.[p] ?? options.maxGrowth ?? 0.1;
+  const log = options.log ?? (() => undefined);
+  // The post-warm-up windows whose medians are compared: a quarter of what is left, at most 10 min.
+  const windowSeconds = Math.min(
+    600,
+    Math.max(sampleSeconds * 3, Math.round((totalSec - warmupSeconds) / 4)),
+  );
+  if (warmupSeconds + 2 * windowSeconds > totalSec)
+    throw new Error(`a ${minutes}-minute run is too short for a ${warmupSeconds} s warm-up and two windows`);
+
+  const home = await mkdtemp(join(tmpdir(), 'parley-soak-'));
+  const httpPort = await freePort();
+  const backbone: BackboneProcess = startBackboneProcess(
+    [
+      '--no-demo',
+      '--home',
+      home,
+      '--nats-port',
+      String(await freePort()),
+      '--http-port',
+      String(httpPort),
+      '--nats-ws-port',
+      String(await freePort()),
+    ],
+    {
+      LOG_LEVEL: 'warn',
+      // Agents sending without a human in the room would trip the traffic guards (rate limits,
+      // runaway detector); they stay in the path, idle, as in `pnpm bench`.
+      PARLEY_RATE_AGENT_PER_SEC: '0',
+      PARLEY_RATE_ROOM_PER_SEC: '0',
+      PARLEY_RUNAWAY_MESSAGES: '0',
+    },
+  );
+  const agents: Agent[] = [];
+  let admin: Agent | undefined;
+  try {
+    await backbone.waitForOutput('Parley is running');
+    const run = JSON.parse(readFileSync(join(home, 'run.json'), 'utf8')) as { natsUrl: string };
+    const natsUrl = run.natsUrl;
+    const metricsUrl = `http://127.0.0.1:${httpPort}/metrics`;
+    const adminCreds = join(home, 'creds', 'admin.creds');
+    const natsPid = childPids(backbone.pid)[0];
+    if (!natsPid) throw new Error('the backbone has no nats-server child process');
+    const pids: Record<ProcessName, number> = {
+      natsServer: natsPid,
+      services: backbone.pid,
+      agents: process.pid,
+    };
+
+    // Capacity: the bench's own measurement (test/bench/parley.ts), small, on this backbone.
+    let capacity: SoakResult['capacity'];
+    let rate: number;
+    if (options.rate) {
+      rate = options.rate;
+      capacity = { source: '--rate' };
+    } else {
+      log('probing capacity (bench shape: 10 rooms × 3 members, 512 B, window 64; median of 3)');
+      const probe = await setupParley({
+        natsUrl,
+        adminCreds,
+        rooms: 10,
+        membersPerRoom: 3,
+        payloadBytes: 512,
+        window: 64,
+      });
+      try {
+        await probe.throughput(300); // warms the path
+        // The median of three runs, as `pnpm bench` does: one run on a shared machine can be off 3×.
+        const runs: number[] = [];
+        for (let i = 0; i < 3; i++) runs.push(await probe.throughput(short ? 1000 : 2000));
+        const perSec = median(runs);
+        const fraction = options.capacityFraction ?? 0.5;
+        capacity = { deliveriesPerSec: perSec, fraction, source: 'probe' };
+        rate = Math.max(1, Math.round((perSec * fraction) / membersPerRoom));
+      } finally {
+        await probe.close();
+      }
+    }
+    log(`rate: ${rate} room messages/s (${rate * membersPerRoom} deliveries/s)`);
+
+    admin = await connect({ servers: natsUrl, creds: adminCreds, presence: false });
+    log(`registering ${poolSize} agents`);
+    const creds: { id: string; creds: string }[] = [];
+    for (let i = 0; i < poolSize; i++) {
+      const c = await admin.call(registryApi.createAgent, { card: { name: `soak-${i}` } });
+      creds.push({ id: c.agent.id, creds: c.credentials.creds });
+    }
+    const idle = [...creds];
+
+    const open = new Map<string, OpenRoom>();
+    const failures: string[] = [];
+    const lateExamples: string[] = [];
+    const refused: Record<string, number> = {};
+    let stopping = false;
+    const t0 = performance.now();
+    const elapsed = () => (performance.now() - t0) / 1000;
+
+    // Per-interval counters, reset at each row.
+    let cur = {
+      sent: 0,
+      deliveries: 0,
+      late: 0,
+      refused: 0,
+      created: 0,
+      closed: 0,
+      connects: 0,
+      disconnects: 0,
+      connectErrors: 0,
+    };
+    let latencies: number[] = [];
+    const totals = {
+      accepted: 0,
+      deliveries: 0,
+      late: 0,
+      failLate: 0,
+      created: 0,
+      closed: 0,
+      connects: 0,
+      disconnects: 0,
+    };
+    // Whole-run latency: a uniform sample of fixed size (reservoir), so the run's own bookkeeping
+    // does not grow the agents' process it measures.
+    const RESERVOIR = 20_000;
+    const allLatencies: number[] = [];
+    let stageInbox: number[] = [];
+    let stageHandler: number[] = [];
+
+    const onMessage = (self: string) => (d: Delivery) => {
+      const t = d.message.metadata?.t;
+      if (!t) return;
+      const ms = performance.now() - Number(t);
+      const r = open.get(d.room);
+      if (!r) {
+        if (failures.length < 1000)
+          failures.push(`${self} handled ${d.room} #${d.roomSeq} after its room was checked and closed`);
+        return;
+      }
+      r.handled.get(self)?.push(d.roomSeq);
+      cur.deliveries++;
+      totals.deliveries++;
+      latencies.push(ms);
+      if (allLatencies.length < RESERVOIR) allLatencies.push(ms);
+      else {
+        const j = Math.floor(Math.random() * totals.deliveries);
+        if (j < RESERVOIR) allLatencies[j] = ms;
+      }
+      const w = Number(d.message.metadata?.w);
+      if (w && d.inboxedAt) {
+        stageInbox.push(d.inboxedAt - w);
+        stageHandler.push(Date.now() - d.inboxedAt);
+      }
+      if (ms > lateMs) {
+        cur.late++;
+        const after = elapsed() > warmupSeconds;
+        if (after) totals.late++;
+        if (after && ms > failLateMs) totals.failLate++;
+        if (after ? lateExamples.length < 20 : lateExamples.length < 5)
+          lateExamples.push(
+            `${Math.round(ms)} ms at ${Math.round(elapsed())} s: ${d.room} #${d.roomSeq} to ${self} (redelivered ${d.redelivered}, backfilled ${d.backfilled})`,
+          );
+      }
+    };
+
+    const connectAgent = async (c: { id: string; creds: string }) => {
+      const a = await connect({ servers: natsUrl, creds: c.creds, delivery: { includeOwn: true } });
+      a.on('message', onMessage(c.id));
+      await a.listening;
+      agents.push(a);
+      cur.connects++;
+      totals.connects++;
+      return a;
+    };
+
+    const connectErrors: Record<string, number> = {};
+    const openRoom = async () => {
+      const picked = idle.splice(0, membersPerRoom);
+      if (picked.length < membersPerRoom) throw new Error('the agent pool ran dry');
+      const members: Agent[] = [];
+      // A connect refused for a passing reason (the server's authentication timeout on a loaded
+      // machine, UNAVAILABLE) is tried again, as an agent's supervisor would; each is counted.
+      for (const c of picked) {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            members.push(await connectAgent(c));
+            break;
+          } catch (err) {
+            const key = `${isParleyError(err) ? err.code : (err as Error).name}: ${(err as Error).message.split(': ').at(-1)?.split('.')[0]}`;
+            connectErrors[key] = (connectErrors[key] ?? 0) + 1;
+            cur.connectErrors++;
+            if (attempt >= 5) throw err;
+            await new Promise((r) => setTimeout(r, 500 * attempt));
+          }
+        }
+      }
+      const [owner, ...rest] = members as [Agent, ...Agent[]];
+      const room = await owner.rooms.create(`soak ${totals.created}`, { members: rest.map((m) => m.id) });
+      const r: OpenRoom = {
+        id: room.id,
+        members,
+        accepted: [],
+        handled: new Map(members.map((m) => [m.id, []])),
+        inFlight: 0,
+        closing: false,
+      };
+      open.set(room.id, r);
+      cur.created++;
+      totals.created++;
+      return r;
+    };
+
+    const closeRoom = async (r: OpenRoom) => {
+      r.closing = true;
+      await waitFor(() => r.inFlight === 0, `the sends to ${r.id} to settle`, 60_000);
+      const want = [...r.accepted].sort((a, b) => a - b);
+      try {
+        await waitFor(
+          () => [...r.handled.values()].every((h) => h.length >= want.length),
+          () =>
+            `every member of ${r.id} to handle its ${want.length} accepted messages (handled: ${[...r.handled.values()].map((h) => h.length).join(', ')})`,
+          30_000,
+        );
+      } catch (err) {
+        failures.push(`lost: ${(err as Error).message}`);
+      }
+      for (const [member, got] of r.handled) {
+        if (got.length !== want.length || got.some((s, i) => s !== want[i])) {
+          const dup = got.length - new Set(got).size;
+          failures.push(
+            `${member} in ${r.id}: handled ${got.length} of ${want.length} accepted (${dup} duplicates, ${got.some((s, i) => i > 0 && s < (got[i - 1] ?? 0)) ? 'out of order' : 'in order'})`,
+          );
+        }
+      }
+      await r.members[0]?.rooms.room(r.id).close();
+      open.delete(r.id);
+      cur.closed++;
+      totals.closed++;
+      await Promise.all(
+        r.members.map(async (m) => {
+          await m.close();
+          agents.splice(agents.indexOf(m), 1);
+          cur.disconnects++;
+          totals.disconnects++;
+        }),
+      );
+      idle.push(
+        ...r.members.map((m) => ({ id: m.id, creds: creds.find((c) => c.id === m.id)?.creds ?? '' })),
+      );
+    };
+
+    // Each room slot: open, live, drain, close, again — until the run ends.
+    const slot = async (k: number) => {
+      // Staggered, so rooms do not all close at once.
+      let life = roomLifeMs * ((k + 1) / roomCount);
+      while (!stopping) {
+        const r = await openRoom().catch((err: unknown) => {
+          failures.push(`a room could not be opened: ${(err as Error).message}`);
+          return undefined;
+        });
+        if (!r) break;
+        const until = performance.now() + life;
+        await waitFor(() => stopping || performance.now() >= until, 'the room’s life', life + 60_000);
+        await closeRoom(r);
+        life = roomLifeMs * (0.5 + Math.random());
+      }
+    };
+
+    const payload = 'x'.repeat(options.payloadBytes ?? 512);
+    let next = 0;
+    const send = () => {
+      const live = [...open.values()].filter((r) => !r.closing);
+      const r = live[next++ % Math.max(1, live.length)];
+      if (!r) return;
+      const sender = r.members[next % r.members.length];
+      if (!sender) return;
+      r.inFlight++;
+      cur.sent++;
+      sender.rooms
+        .room(r.id)
+        .send(payload, { metadata: { t: String(performance.now()), w: String(Date.now()) } })
+        .then(
+          (reply) => {
+            r.accepted.push(reply.roomSeq);
+            totals.accepted++;
+          },
+          (err: unknown) => {
+            const code = isParleyError(err) ? err.code : (err as Error).name;
+            refused[code] = (refused[code] ?? 0) + 1;
+            cur.refused++;
+          },
+        )
+        .finally(() => r.inFlight--);
+    };
+
+    const samples: MemorySample[] = [];
+    const intervals: SoakInterval[] = [];
+    let intervalSamples: MemorySample[] = [];
+    const servicesHeap = async () => {
+      try {
+        const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(2000) })).text();
+        const m = text.match(/^nodejs_heap_size_used_bytes(?:\{[^}]*\})? ([\d.e+]+)/m);
+        return m ? round(Number(m[1]) / 2 ** 20) : undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    const sample = () => {
+      const s: MemorySample = {
+        at: round(elapsed()),
+        rssMb: Object.fromEntries(PROCESSES.map((p) => [p, rssMb(pids[p])])) as Record<ProcessName, number>,
+        heapUsedMb: { agents: round(process.memoryUsage().heapUsed / 2 ** 20) },
+      };
+      void servicesHeap().then((mb) => {
+        if (mb !== undefined) s.heapUsedMb.services = mb;
+      });
+      samples.push(s);
+      intervalSamples.push(s);
+    };
+    let lastRow = 0;
+    const cpuOf = () => Object.fromEntries(PROCESSES.map((p) => [p, cpuSeconds(pids[p]) ?? 0]));
+    const waitOf = () => Object.fromEntries(PROCESSES.map((p) => [p, runQueueSeconds(pids[p])]));
+    let lastCpu = cpuOf();
+    let lastWait = waitOf();
+    const row = () => {
+      const now = elapsed();
+      const cpu = cpuOf();
+      const wait = waitOf();
+      const span = Math.max(0.001, now - lastRow);
+      const lat = tail(latencies);
+      const iv: SoakInterval = {
+        at: Math.round(now),
+        warmup: now <= warmupSeconds,
+        sentPerSec: round(cur.sent / span),
+        deliveriesPerSec: round(cur.deliveries / span),
+        latencyMs: { p50: lat.p50, p99: lat.p99, max: lat.max, count: lat.count },
+        stageP99Ms: { toInbox: tail(stageInbox).p99, toHandler: tail(stageHandler).p99 },
+        late: cur.late,
+        refused: cur.refused,
+        roomsCreated: cur.created,
+        roomsClosed: cur.closed,
+        connects: cur.connects,
+        disconnects: cur.disconnects,
+        connectErrors: cur.connectErrors,
+        rssMb: Object.fromEntries(
+          PROCESSES.map((p) => [p, median(intervalSamples.map((s) => s.rssMb[p]))]),
+        ) as Record<ProcessName, number>,
+        cpuPct: Object.fromEntries(
+          PROCESSES.map((p) => [p, Math.round((((cpu[p] ?? 0) - (lastCpu[p] ?? 0)) / span) * 100)]),
+        ) as Record<ProcessName, number>,
+        runQueuePct: Object.fromEntries(
+          PROCESSES.map((p) => [p, Math.round((((wait[p] ?? 0) - (lastWait[p] ?? 0)) / span) * 100)]),
+        ) as Record<ProcessName, number>,
+        load: round(loadavg()[0] ?? 0, 2),
+      };
+      lastCpu = cpu;
+      lastWait = wait;
+      intervals.push(iv);
+      log(formatRow(iv));
+      lastRow = now;
+      latencies = [];
+      stageInbox = [];
+      stageHandler = [];
+      intervalSamples = [];
+      cur = {
+        sent: 0,
+        deliveries: 0,
+        late: 0,
+        refused: 0,
+        created: 0,
+        closed: 0,
+        connects: 0,
+        disconnects: 0,
+        connectErrors: 0,
+      };
+    };
+
+    log(`soak: ${minutes} min, warm-up ${warmupSeconds} s, ${roomCount} rooms × ${membersPerRoom} open`);
+    log(HEADER);
+    const slots = Array.from({ length: roomCount }, (_, k) =>
+      slot(k).catch((err: unknown) => {
+        failures.push(`a room slot failed: ${(err as Error).message}`);
+      }),
+    );
+    const sampler = setInterval(sample, sampleSeconds * 1000);
+    const rower = setInterval(row, intervalSeconds * 1000);
+    sample();
+    try {
+      await atRate(Math.round(rate * totalSec), rate, send);
+    } finally {
+      stopping = true;
+    }
+    // The growth windows end here: the drain after it is not steady traffic.
+    const trafficEnd = elapsed();
+    // Every slot drains and checks its last room; what they deliver counts in the last row.
+    await Promise.all(slots);
+    clearInterval(sampler);
+    clearInterval(rower);
+    sample();
+    row();
+
+    // Memory growth after warm-up: the median of the first post-warm-up window against the median
+    // of the last window. A JS process's RSS saw-tooths with garbage collection, and nats-server's
+    // with its block caches: one sample against one sample compares a peak with a trough.
+    const growth = Object.fromEntries(
+      PROCESSES.map((p) => {
+        const first = median(
+          samples
+            .filter((s) => s.at > warmupSeconds && s.at <= warmupSeconds + windowSeconds)
+            .map((s) => s.rssMb[p]),
+        );
+        const last = median(
+          samples
+            .filter((s) => s.at > trafficEnd - windowSeconds && s.at <= trafficEnd)
+            .map((s) => s.rssMb[p]),
+        );
+        return [p, { firstMb: first, lastMb: last, growth: round((last - first) / first, 3) }];
+      }),
+    ) as Record<ProcessName, Growth>;
+    for (const p of PROCESSES) {
+      const g = growth[p];
+      if (!(g.growth <= limitOf(p)))
+        failures.push(
+          `${p} grew ${round(g.growth * 100)}% after warm-up (median ${g.firstMb} → ${g.lastMb} MB; limit ${limitOf(p) * 100}%)`,
+        );
+    }
+    if (totals.failLate > 0)
+      failures.push(
+        `${totals.failLate} deliveries after warm-up were later than ${failLateMs} ms (late ones: ${lateExamples.slice(-3).join('; ')})`,
+      );
+    if (totals.accepted === 0) failures.push('no message was accepted');
+    const all = tail(allLatencies);
+    return {
+      capacity,
+      rate,
+      membersPerRoom,
+      minutes,
+      warmupSeconds,
+      windowSeconds,
+      intervals,
+      samples,
+      growth,
+      totals: {
+        accepted: totals.accepted,
+        refused,
+        deliveries: totals.deliveries,
+        late: totals.late,
+        roomsCreated: totals.created,
+        roomsClosed: totals.closed,
+        connects: totals.connects,
+        disconnects: totals.disconnects,
+        connectErrors,
+        latencyMs: { p50: all.p50, p99: all.p99, max: all.max },
+      },
+      lateExamples,
+      failures,
+    };
+  } finally {
+    await Promise.allSettled(agents.map((a) => a.close()));
+    await admin?.close().catch(() => undefined);
+    await backbone.stop();
+    await rm(home, { recursive: true, force: true });
+  }
+}
+
+const HEADER = `${'time'.padStart(6)} ${'sent/s'.padStart(7)} ${'deliv/s'.padStart(8)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'max ms'.padStart(7)} ${'late'.padStart(5)} ${'p99 in|hd'.padStart(11)} ${'rooms +/-'.padStart(9)} ${'conn +/-'.padStart(9)} ${'nats MB'.padStart(8)} ${'svc MB'.padStart(7)} ${'agents MB'.padStart(9)} ${'cpu% n/s/a'.padStart(12)} ${'runq% n/s/a'.padStart(13)} ${'load'.padStart(5)}`;
+
+function formatRow(iv: SoakInterval): string {
+  const ms = (n: number) => (Number.isNaN(n) ? '-' : String(Math.round(n * 10) / 10));
+  const mmss = `${Math.floor(iv.at / 60)}:${String(iv.at % 60).padStart(2, '0')}`;
+  return `${(iv.warmup ? `w ${mmss}` : mmss).padStart(6)} ${String(iv.sentPerSec).padStart(7)} ${String(iv.deliveriesPerSec).padStart(8)} ${ms(iv.latencyMs.p50).padStart(7)} ${ms(iv.latencyMs.p99).padStart(7)} ${ms(iv.latencyMs.max).padStart(7)} ${String(iv.late).padStart(5)} ${`${ms(Math.round(iv.stageP99Ms.toInbox))}|${ms(Math.round(iv.stageP99Ms.toHandler))}`.padStart(11)} ${`${iv.roomsCreated}/${iv.roomsClosed}`.padStart(9)} ${`${iv.connects}/${iv.disconnects}${iv.connectErrors ? `!${iv.connectErrors}` : ''}`.padStart(9)} ${String(iv.rssMb.natsServer).padStart(8)} ${String(iv.rssMb.services).padStart(7)} ${String(iv.rssMb.agents).padStart(9)} ${`${iv.cpuPct.natsServer}/${iv.cpuPct.services}/${iv.cpuPct.agents}`.padStart(12)} ${`${iv.runQueuePct.natsServer}/${iv.runQueuePct.services}/${iv.runQueuePct.agents}`.padStart(13)} ${String(iv.load).padStart(5)}`;
+}
+
+/** The table over time (one row per interval; `w` marks warm-up rows) and the verdict. */
+export function formatSoak(r: SoakResult): string {
+  const lines = [
+    `soak: ${r.minutes} min at ${r.rate} room messages/s × ${r.membersPerRoom} members (${r.capacity.source === 'probe' ? `${(r.capacity.fraction ?? 0) * 100}% of ${r.capacity.deliveriesPerSec} deliveries/s measured` : 'set by --rate'}); warm-up ${r.warmupSeconds} s, growth windows ${r.windowSeconds} s`,
+    HEADER,
+    ...r.intervals.map(formatRow),
+    '',
+    `totals: ${r.totals.accepted} accepted, ${r.totals.deliveries} deliveries, ${r.totals.roomsCreated} rooms created / ${r.totals.roomsClosed} closed, ${r.totals.connects} connects / ${r.totals.disconnects} disconnects (failed connects, tried again: ${JSON.stringify(r.totals.connectErrors)}); sends refused ${JSON.stringify(r.totals.refused)}`,
+    `latency (uniform sample of ${Math.min(20_000, r.totals.deliveries)} deliveries): p50 ${r.totals.latencyMs.p50} ms, p99 ${r.totals.latencyMs.p99} ms, max ${r.totals.latencyMs.max} ms; late after warm-up: ${r.totals.late}`,
+    `growth after warm-up (median of first vs last ${r.windowSeconds} s): ${PROCESSES.map((p) => `${p} ${r.growth[p].firstMb} → ${r.growth[p].lastMb} MB (${round(r.growth[p].growth * 100)}%)`).join(', ')}`,
+    r.failures.length ? `FAILED:\n  ${r.failures.slice(0, 30).join('\n  ')}` : 'passed',
+  ];
+  return lines.join('\n');
+}
