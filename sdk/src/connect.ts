@@ -125,11 +125,28 @@ export async function connectWithCreds(
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
   };
+  const attempt = () => (isWebSocket(target.servers) ? connectWebSocket(opts) : natsConnect(opts));
   try {
-    const nc = isWebSocket(target.servers) ? await connectWebSocket(opts) : await natsConnect(opts);
-    return { nc, identity };
+    for (let i = 1; ; i++) {
+      try {
+        return { nc: await attempt(), identity };
+      } catch (err) {
+        // "Authentication Timeout": the server closed the connection because the CONNECT (with the
+        // signed nonce) came later than its auth timeout — a busy client or server, not bad creds.
+        // Many agents connecting at once on a loaded machine hit it (pnpm bench:scale): try again.
+        if (!isAuthTimeout(err) || i >= AUTH_TIMEOUT_ATTEMPTS) throw err;
+        await new Promise((r) => setTimeout(r, 250 * 2 ** (i - 1) * (0.5 + Math.random())));
+      }
+    }
   } catch (err) {
     const msg = (err as Error).message ?? String(err);
+    if (isAuthTimeout(err)) {
+      throw new ParleyError(
+        'UNAVAILABLE',
+        `NATS at ${String(target.servers)} closed the connection of ${identity.id} before it finished authenticating, ${AUTH_TIMEOUT_ATTEMPTS} times (${msg}): the client or the server is overloaded; try again later`,
+        { cause: err, retryAfterMs: 2000 },
+      );
+    }
     // nats.js classifies the server's -ERR: revoked and unknown creds are an authorization
     // violation, expired ones an expired authentication.
     if (err instanceof errors.AuthorizationError || err instanceof errors.UserAuthenticationExpiredError) {
@@ -144,6 +161,15 @@ export async function connectWithCreds(
       retryAfterMs: 1000,
     });
   }
+}
+
+/** Connect attempts when the server's auth timeout closes the connection. */
+const AUTH_TIMEOUT_ATTEMPTS = 5;
+
+/** The server closed the connection because authentication did not finish within its auth timeout. */
+function isAuthTimeout(err: unknown): boolean {
+  // nats.js gives it the class of an authorization violation; only the server's text tells them apart.
+  return err instanceof errors.AuthorizationError && /authentication timeout/i.test((err as Error).message);
 }
 
 /** True when every URL is a WebSocket URL (`ws://`, `wss://`). */
