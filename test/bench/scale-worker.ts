@@ -11,6 +11,7 @@
  * - `stats` — deliveries handled so far and the send→handler latencies since the last `stats`;
  * - `close` — closes every agent.
  */
+import { roomsApi } from '@parley/contracts';
 import { type Agent, connect } from '@parley/sdk';
 import { atRate, windowed } from './stats.js';
 
@@ -174,7 +175,13 @@ async function handle(m: WorkerRequest): Promise<void> {
           );
           try {
             const t = now();
-            const made = await owner.rooms.create(`scale ${room.r}`, { members: room.members });
+            // rooms.create is one call (what the SDK's rooms.create sends), given time on a busy
+            // machine: it is many sequential JetStream writes (see docs/operations.md "Capacity").
+            const made = await owner.call(
+              roomsApi.create,
+              { title: `scale ${room.r}`, members: room.members, direct: false },
+              { timeout: 60_000 },
+            );
             created.push({ r: room.r, id: made.id, ms: now() - t });
           } finally {
             await owner.close();

@@ -322,7 +322,7 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
       }
       const made = await Promise.all(
         workers.map((w, i) =>
-          w.request({ type: 'createRooms', servers, rooms: roomJobs[i] ?? [], window: 8 }),
+          w.request({ type: 'createRooms', servers, rooms: roomJobs[i] ?? [], window: 4 }),
         ),
       );
       const roomFailures: string[] = [];
