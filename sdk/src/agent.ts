@@ -34,11 +34,16 @@ import { Directory } from './directory.js';
 import { type FailureOptions, failureReporter, type ReportFailure } from './failures.js';
 import { PresenceReporter } from './presence.js';
 import { ReplyMux } from './replies.js';
+import { retryIdempotent } from './retry.js';
 import { Rooms } from './rooms.js';
 import { Tasks } from './tasks.js';
 import { Tokens } from './tokens.js';
 import { Tools } from './tools.js';
 import { UsageReporter } from './usage.js';
+
+/** One attach request's timeout, and how long an agent keeps trying to attach its inbox. */
+const ATTACH_TIMEOUT_MS = 15_000;
+const ATTACH_DEADLINE_MS = 120_000;
 
 /** Options of {@link Agent.call}. */
 export interface CallOptions {
@@ -213,7 +218,23 @@ export class Agent {
       idleHeartbeatMs: PUSH_IDLE_HEARTBEAT_MS,
       info: () => jsm.consumers.info(streams.inbox, this.id),
       attach: async () => {
-        await this.call(roomsApi.attachInbox, { session });
+        // Attaching is two JetStream API calls on the server: when thousands of agents connect at
+        // once (a restart, pnpm bench:scale) they queue past one request's timeout. Attaching the
+        // same session again is harmless, so a timeout is tried again rather than leave this agent
+        // deaf.
+        await retryIdempotent(
+          (left) =>
+            this.call(
+              roomsApi.attachInbox,
+              { session },
+              { timeout: Math.max(1_000, Math.min(ATTACH_TIMEOUT_MS, left)) },
+            ),
+          {
+            deadlineMs: ATTACH_DEADLINE_MS,
+            retryable: (err) =>
+              isParleyError(err) && (err.code === 'DEADLINE_EXCEEDED' || err.code === 'UNAVAILABLE'),
+          },
+        );
       },
     });
   }

@@ -140,13 +140,14 @@ export async function connectWithCreds(
           `NATS at ${String(target.servers)} timed out the authentication of ${identity.id} ${attempt} times (a loaded server or a slow network)`,
           { cause: err, retryAfterMs: 1000 },
         );
-      await new Promise((r) => setTimeout(r, 100 * attempt));
+      // Jittered, growing waits: thousands of agents connecting at once must not come back together.
+      await new Promise((r) => setTimeout(r, 250 * 2 ** (attempt - 1) * (0.5 + Math.random())));
     }
   }
 }
 
-/** Connect attempts when the server times out the authentication (each can take its 2 s). */
-const AUTH_TIMEOUT_ATTEMPTS = 3;
+/** Connect attempts when the server times out the authentication (each can take its auth timeout). */
+const AUTH_TIMEOUT_ATTEMPTS = 5;
 
 // nats.js has one class for the server's three authorization -ERRs; the protocol's error text
 // (`-ERR 'Authentication Timeout'`) is the only thing that tells the timeout apart.

@@ -42,6 +42,8 @@ export interface StartServerOptions {
   nodes?: 1 | 3;
   /** Operator-mode keys to use (e.g. a standalone home's) instead of generating new ones. */
   keys?: KeyMaterial;
+  /** Seconds a client has to authenticate (operator mode). @default 10 (renderNatsConfig's) */
+  authTimeoutSeconds?: number;
 }
 
 /** Operator-mode keys and creds minting of a test server. */
@@ -136,6 +138,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
     storeDir: join(dir, `n${i + 1}`, 'jetstream'),
     maxMemory: '256MB',
     maxFile: '4GB',
+    ...(options.authTimeoutSeconds ? { authTimeoutSeconds: options.authTimeoutSeconds } : {}),
     ...(operatorConfig
       ? { operator: { ...operatorConfig, resolverDir: join(dir, `n${i + 1}`, 'resolver') } }
       : {}),

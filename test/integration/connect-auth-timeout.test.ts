@@ -10,10 +10,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { isParleyError } from '@parley/contracts';
+import { isParleyError, newId } from '@parley/contracts';
 import { connect } from '@parley/sdk';
-import { codeOf, connectAdmin, createAgent, startParley, type TestParley } from '@parley/test/harness';
+import { codeOf, startServer, type TestServer } from '@parley/test/harness';
 
 /** A proxy to `target` whose first `stalled` connections never forward what the client sends. */
 async function stallingProxy(target: URL, stalled: number) {
@@ -50,25 +52,27 @@ async function stallingProxy(target: URL, stalled: number) {
 }
 
 describe('connect when the server times out the authentication', () => {
-  let parley: TestParley;
+  // A 1 s auth timeout, so a stalled attempt costs 1 s (the default is 10 s, checked below).
+  let server: TestServer;
+  const id = newId('agent');
   let creds: string;
 
   before(async () => {
-    parley = await startParley();
-    const admin = await connectAdmin(parley);
-    creds = (await createAgent(admin, { name: 'slow-to-connect' })).creds;
-    await admin.close();
+    server = await startServer({ operator: true, authTimeoutSeconds: 1 });
+    const minted = await server.operator?.participantCreds(id);
+    assert.ok(minted);
+    creds = minted.creds;
   });
   after(async () => {
-    await parley?.destroy();
+    await server?.stop();
   });
 
   it('tries again and connects when one attempt timed out', async () => {
-    const proxy = await stallingProxy(new URL(parley.natsUrl.split(',')[0] ?? ''), 1);
+    const proxy = await stallingProxy(new URL(server.url.split(',')[0] ?? ''), 1);
     try {
       const agent = await connect({ servers: proxy.url, creds, presence: false });
       assert.equal(proxy.connections(), 2, 'one timed-out attempt, then one that connected');
-      assert.ok((await agent.whoami()).id.startsWith('agt_'));
+      assert.equal(agent.id, id);
       await agent.close();
     } finally {
       await proxy.close();
@@ -76,17 +80,30 @@ describe('connect when the server times out the authentication', () => {
   });
 
   it('says UNAVAILABLE, not UNAUTHENTICATED, when every attempt times out', async () => {
-    const proxy = await stallingProxy(new URL(parley.natsUrl.split(',')[0] ?? ''), 100);
+    // An auth timeout no client can meet: the server closes every connection with the -ERR.
+    const strict = await startServer({ operator: true, authTimeoutSeconds: 0.000001, keys: server.operator?.keys });
     try {
-      const err = await connect({ servers: proxy.url, creds, presence: false }).then(
-        () => assert.fail('connected through a proxy that never forwards the CONNECT'),
+      const err = await connect({ servers: strict.url, creds, presence: false }).then(
+        () => assert.fail('connected despite the auth timeout'),
         (e: unknown) => e,
       );
       assert.equal(await codeOf(Promise.reject(err)), 'UNAVAILABLE');
-      assert.ok(isParleyError(err) && /timed out the authentication/.test(err.message), String(err));
-      assert.equal(proxy.connections(), 3);
+      assert.ok(isParleyError(err) && /timed out the authentication of .* 5 times/.test(err.message), String(err));
+      assert.ok((err.retryAfterMs ?? 0) > 0);
     } finally {
-      await proxy.close();
+      await strict.stop();
+    }
+  });
+
+  it('a deployment's server gives 10 s to authenticate (the 2 s default closed agents connecting at once)', async () => {
+    const normal = await startServer({ operator: true, keys: server.operator?.keys });
+    try {
+      assert.match(await readFile(join(normal.dir, 'n1', 'nats-server.conf'), 'utf8'), /authorization \{ timeout: 10 \}/);
+      const agent = await connect({ servers: normal.url, creds, presence: false });
+      assert.equal(agent.id, id);
+      await agent.close();
+    } finally {
+      await normal.stop();
     }
   });
 });

@@ -89,6 +89,9 @@ export function renderNatsAuth(jwts: ServerJwts, pub: ReturnType<typeof publicKe
     '# Parley operator mode, written by parley-init from keys.json. Included by the nats-server config.',
     `operator: ${jwts.operator}`,
     `system_account: ${pub.systemAccount}`,
+    // nats-server's default is 2 s: many agents connecting at once to a loaded server missed it
+    // (pnpm bench:scale, docs/operations.md "Capacity"). The same as the standalone's.
+    'authorization: { timeout: 10 }',
     'resolver_preload: {',
     `  ${pub.systemAccount}: ${jwts.systemAccount}`,
     `  ${pub.account}: ${jwts.account}`,

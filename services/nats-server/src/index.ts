@@ -88,6 +88,12 @@ export interface NatsServerConfig {
    * operator-mode auth as the client port. Without `tls` it runs without TLS: for loopback only.
    */
   websocket?: { host: string; port: number; tls?: { certFile: string; keyFile: string } };
+  /**
+   * Seconds a client has from connecting to authenticating (operator mode). nats-server's default
+   * is 2 s: many agents connecting at once to a loaded server missed it (`pnpm bench:scale`), and
+   * the server closed them with "Authentication Timeout". @default 10
+   */
+  authTimeoutSeconds?: number;
   /** Extra lines appended verbatim. */
   extra?: string;
 }
@@ -135,6 +141,7 @@ export function renderNatsConfig(c: NatsServerConfig): string {
   if (c.operator) {
     lines.push(
       `operator: ${q(c.operator.operatorJwtPath)}`,
+      `authorization { timeout: ${c.authTimeoutSeconds ?? 10} }`,
       `system_account: ${q(c.operator.systemAccount)}`,
       'resolver {',
       '  type: full',
