@@ -31,9 +31,15 @@
  * Nothing is retried to hide a failure: the first violation stops the faults, and the run fails.
  */
 import { spawnSync } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import {
+  DeliverPolicy,
+  type JetStreamClient,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { buckets, headerNames, streams, subjects } from '@parley/contracts';
@@ -78,6 +84,8 @@ export interface ChaosOptions {
   seed?: number;
   /** Progress lines. */
   log?: (line: string) => void;
+  /** Copy every node's nats-server log and every replica's output (at info level) here at the end. */
+  keepLogsIn?: string;
 }
 
 /** One injected fault. */
@@ -180,6 +188,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const replicas: (ServiceProcess | undefined)[] = [];
   const paused = new Set<number>();
   const stops: (() => unknown)[] = [];
+  const replicaOutput: string[] = [];
   let sending = true;
   try {
     parley = await startParley({
@@ -199,6 +208,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         NATS_URL: running.natsUrl,
         NATS_CREDS: credsFile,
         PARLEY_REPLICA_ID: `replica-${i}`,
+        ...(o.keepLogsIn ? { LOG_LEVEL: 'info' } : {}),
       });
     for (let i = 0; i < replicaCount; i++) replicas[i] = await startReplica(i);
     nc = await cluster.connect();
@@ -265,46 +275,59 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
 
     // The lease bucket: a holder change of `fanout.<p>` is legal only after the previous holder's
     // last write expired (a TTL old) or was deleted.
+    // The bucket keeps one entry per key, so a watch that reads a little late would miss a release
+    // (a delete) overwritten at once by the next holder's create, and see a handover without one:
+    // the test keeps a few more entries per key (the leases read only the last; nothing else changes).
+    const leaseStream = `KV_${buckets.leases}`;
+    const leaseConfig = (await jsm.streams.info(leaseStream)).config;
+    await jsm.streams.update(leaseStream, { ...leaseConfig, max_msgs_per_subject: 64 });
     const kv = await new Kvm(nc).open(buckets.leases);
     const ttlMs = (await kv.status()).ttl;
+    const js = jetstream(nc);
+    let watching = true;
+    stops.push(() => {
+      watching = false;
+    });
+    const keyPrefix = `$KV.${buckets.leases}.`;
     let leaseHandovers = 0;
-    const leaseWatch = await kv.watch({ key: 'fanout.*' });
-    stops.push(() => leaseWatch.stop());
     const holders = new Map<string, { holder: string; at: number } | undefined>();
-    void (async () => {
-      for await (const e of leaseWatch) {
-        if (e.operation !== 'PUT') {
-          holders.set(e.key, undefined);
-          continue;
+    follow(
+      js,
+      leaseStream,
+      `${keyPrefix}fanout.*`,
+      () => watching,
+      (m) => {
+        const key = m.subject.slice(keyPrefix.length);
+        if (m.headers?.get('KV-Operation')) {
+          holders.set(key, undefined);
+          return;
         }
-        const holder = (e.json() as { replica?: string }).replica ?? '?';
-        const at = e.created.getTime();
-        const prev = holders.get(e.key);
+        const holder = (m.json() as { replica?: string }).replica ?? '?';
+        const at = m.info.timestampNanos / 1e6;
+        const prev = holders.get(key);
         if (prev && prev.holder !== holder) {
           leaseHandovers++;
-          // Expiry runs on the server's timer: never early, so anything under the TTL is a second holder.
+          // Expiry runs on the server's timer, never early: a new holder under a TTL after the last
+          // write of the previous one, without a release, is a second holder.
           if (at - prev.at < ttlMs)
             violation(
-              `lease ${e.key} taken by ${holder} ${at - prev.at} ms after ${prev.holder} wrote it (TTL ${ttlMs} ms): two holders`,
+              `lease ${key} taken by ${holder} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it, with no release (TTL ${ttlMs} ms): two holders`,
             );
         }
-        holders.set(e.key, { holder, at });
-      }
-    })();
+        holders.set(key, { holder, at });
+      },
+    );
 
     // The inbox stream: per (member, room) subject, room positions grow and each names the one before.
     let inboxEntries = 0;
     const lastWritten = new Map<string, number>();
-    // One ordered consumer per member: nats-server 2.9 takes a single filter subject.
-    for (const member of members) {
-      const inboxConsumer = await jetstream(nc).consumers.get(streams.inbox, {
-        filter_subjects: subjects.inboxAll(member.id),
-        deliver_policy: DeliverPolicy.All,
-      });
-      const inboxMessages = await inboxConsumer.consume();
-      stops.push(() => inboxMessages.stop());
-      void (async () => {
-        for await (const m of inboxMessages) {
+    for (const member of members)
+      follow(
+        js,
+        streams.inbox,
+        subjects.inboxAll(member.id),
+        () => watching,
+        (m) => {
           inboxEntries++;
           const seq = Number(m.headers?.get(headerNames.roomSeq));
           const prev = Number(m.headers?.get(headerNames.prevSeq) || 0);
@@ -315,9 +338,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
               `inbox ${m.subject}: position ${seq} names ${prev} before it, the last written was ${last}`,
             );
           lastWritten.set(m.subject, Math.max(seq, last));
-        }
-      })();
-    }
+        },
+      );
 
     // Faults: the watchdog holds delivery to the bound only while no fault is in progress.
     let faultActive = false;
@@ -417,7 +439,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       const before = acceptedTotal();
       const start = Date.now();
       faultActive = true;
-      log(`+${(rel(start) / 1000).toFixed(1)} s ${kind} ${target} (${how})`);
+      log(
+        `+${(rel(start) / 1000).toFixed(1)} s (${new Date(start).toISOString()}) ${kind} ${target} (${how})`,
+      );
       try {
         await body();
       } finally {
@@ -481,6 +505,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
           await inFault('replica', `replica-${i}`, `${how}, start`, async () => {
             if (how === 'kill -9') await replicas[i]?.kill9();
             else await replicas[i]?.stop();
+            replicaOutput.push(`--- replica-${i} until ${how}\n${replicas[i]?.output() ?? ''}`);
             replicas[i] = await startReplica(i);
           });
         }
@@ -566,10 +591,56 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       } catch {}
     for (const s of stops) await Promise.resolve(s()).catch(() => {});
     await Promise.allSettled(replicas.map((r) => r?.kill9()));
+    if (o.keepLogsIn && parley?.cluster) {
+      await mkdir(o.keepLogsIn, { recursive: true });
+      for (let i = 0; i < 3; i++)
+        await copyFile(
+          join(parley.cluster.dir, `n${i + 1}`, 'nats-server.log'),
+          join(o.keepLogsIn, `n${i + 1}.log`),
+        ).catch(() => {});
+      const last = replicas.map((r, i) => `--- replica-${i} (last run)\n${r?.output() ?? ''}`);
+      await writeFile(join(o.keepLogsIn, 'replicas.log'), [...replicaOutput, ...last].join('\n'));
+    }
     await nc?.close().catch(() => {});
     await parley?.destroy();
     await partitions.close();
   }
+}
+
+/**
+ * Reads `filter` of `stream` from its first entry while `running()`, in fetches from the last
+ * position seen and with a fresh consumer after any failure: a consumer on a node that is killed or
+ * paused may stop without telling, and a check must not stop with it. (nats-server 2.9 takes one
+ * filter subject per consumer.)
+ */
+function follow(
+  js: JetStreamClient,
+  stream: string,
+  filter: string,
+  running: () => boolean,
+  onMessage: (m: JsMsg) => void,
+): void {
+  void (async () => {
+    let from = 1;
+    while (running()) {
+      try {
+        const reader = await js.consumers.get(stream, {
+          filter_subjects: filter,
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: from,
+        });
+        while (running()) {
+          const batch = await reader.fetch({ max_messages: 256, expires: 1_000 });
+          for await (const m of batch) {
+            from = m.seq + 1;
+            onMessage(m);
+          }
+        }
+      } catch {
+        await sleep(250);
+      }
+    }
+  })();
 }
 
 /** Waits until every stream's replicas are current (a restarted or healed node caught up). */

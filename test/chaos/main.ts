@@ -23,6 +23,7 @@ delivery does not resume within the bound after a fault, or when a fan-out lease
   --rate <n>          messages per second per room (3 rooms; default 5)
   --seed <n>          seed of the node choices (printed by every run)
   --json <file>       write the report as JSON
+  --keep-logs <dir>   copy the nats-server logs and the replicas' output (info level) there
   --help              this text
 `;
 
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '5' },
     seed: { type: 'string' },
     json: { type: 'string' },
+    'keep-logs': { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
@@ -56,7 +58,7 @@ const killEveryMs = 20_000;
 const minutes = num('minutes', values.minutes);
 const faultMs = num('fault-ms', values['fault-ms']);
 const report = await runChaos({
-  kills: Math.max(1, Math.round((minutes * 60_000) / killEveryMs)),
+  kills: Math.round((minutes * 60_000) / killEveryMs),
   killEveryMs,
   partitions: num('partitions', values.partitions),
   partitionMs: faultMs,
@@ -67,6 +69,7 @@ const report = await runChaos({
   ratePerSec: num('rate', values.rate),
   ...(values.seed !== undefined ? { seed: num('seed', values.seed) } : {}),
   log: (line) => process.stdout.write(`${line}\n`),
+  ...(values['keep-logs'] ? { keepLogsIn: values['keep-logs'] } : {}),
 });
 process.stdout.write(`\n${formatReport(report)}\n`);
 if (report.diagnostics) process.stdout.write(`\n${JSON.stringify(report.diagnostics, null, 2)}\n`);

@@ -1,9 +1,10 @@
 /**
  * Network partitions on loopback without root: every route connection between two nodes of the test
  * cluster goes through a TCP proxy this module owns, one proxy per ordered pair (node i dialling
- * node j connects to proxy i→j, which forwards to j's cluster port). Cutting node k closes every
- * connection of the proxies k→* and *→k and refuses new ones until it is healed; nothing else on
- * the machine is touched, and closing the proxies leaves nothing behind.
+ * node j connects to proxy i→j, which forwards to j's cluster port). Cutting node k resets every
+ * connection of the proxies k→* and *→k, and holds new ones unanswered (as a network that drops
+ * packets would) until it is healed, when they are closed and the nodes redial; nothing else on the
+ * machine is touched, and closing the proxies leaves nothing behind.
  *
  * NATS gossips route addresses (a node tells the others where a newly joined peer listens, and they
  * dial it directly): that would bypass the proxies. Each node therefore advertises the address of a
@@ -15,6 +16,8 @@ import { createServer, type Server, type Socket, connect as tcpConnect } from 'n
 /** One ordered pair's proxy. */
 class RouteProxy {
   readonly sockets = new Set<Socket>();
+  /** Connections that arrived while cut: never answered, closed when healed. */
+  readonly held = new Set<Socket>();
   cut = false;
   readonly server: Server;
   constructor(
@@ -24,7 +27,11 @@ class RouteProxy {
   ) {
     this.server = createServer((inbound) => {
       if (this.cut) {
-        inbound.destroy();
+        // Held without an answer, as a dropped network would: refused at once, a node redials
+        // dozens of times a second.
+        inbound.on('error', () => {});
+        this.held.add(inbound);
+        inbound.once('close', () => this.held.delete(inbound));
         return;
       }
       const outbound = tcpConnect({ host: '127.0.0.1', port: target() });
@@ -54,6 +61,10 @@ class RouteProxy {
   sever(): void {
     this.cut = true;
     for (const s of this.sockets) s.destroy();
+  }
+  mend(): void {
+    this.cut = false;
+    for (const s of this.held) s.destroy();
   }
 }
 
@@ -105,13 +116,16 @@ export class RoutePartitions {
 
   /** Lets node `k`'s routes connect again (the nodes redial by themselves). */
   heal(k: number): void {
-    for (const p of this.#proxies) if (p.from === k || p.to === k) p.cut = false;
+    for (const p of this.#proxies) if (p.from === k || p.to === k) p.mend();
   }
 
   /** Closes every proxy and the black hole. */
   async close(): Promise<void> {
     const servers = [...this.#proxies.map((p) => p.server), ...(this.#blackHole ? [this.#blackHole] : [])];
-    for (const p of this.#proxies) p.sever();
+    for (const p of this.#proxies) {
+      p.sever();
+      p.mend();
+    }
     await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
   }
 }
