@@ -19,7 +19,8 @@ delivery does not resume within the bound after a fault, or when a fan-out lease
   --pauses <n>        SIGSTOP pauses of one node (default 2), each --fault-ms long
   --replica-rounds <n> rounds of restarting every rooms replica (default 2)
   --fault-ms <ms>     how long a partition or pause lasts (default 12000)
-  --bound-ms <ms>     resume bound (default ${CHAOS_BOUND_MS})
+  --bound-ms <ms>     resume bound, from when JetStream has leaders again (default ${CHAOS_BOUND_MS})
+  --jetstream-back-ms <ms> how long nats-server may take to have those leaders (default 120000)
   --rate <n>          messages per second per room (3 rooms; default 5)
   --seed <n>          seed of the node choices (printed by every run)
   --json <file>       write the report as JSON
@@ -35,6 +36,7 @@ const { values } = parseArgs({
     'replica-rounds': { type: 'string', default: '2' },
     'fault-ms': { type: 'string', default: '12000' },
     'bound-ms': { type: 'string', default: String(CHAOS_BOUND_MS) },
+    'jetstream-back-ms': { type: 'string', default: '120000' },
     rate: { type: 'string', default: '5' },
     seed: { type: 'string' },
     json: { type: 'string' },
@@ -66,6 +68,7 @@ const report = await runChaos({
   pauseMs: faultMs,
   replicaRounds: num('replica-rounds', values['replica-rounds']),
   boundMs: num('bound-ms', values['bound-ms']),
+  jetstreamBackMs: num('jetstream-back-ms', values['jetstream-back-ms']),
   ratePerSec: num('rate', values.rate),
   ...(values.seed !== undefined ? { seed: num('seed', values.seed) } : {}),
   log: (line) => process.stdout.write(`${line}\n`),
