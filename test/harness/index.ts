@@ -44,6 +44,11 @@ export interface StartServerOptions {
   keys?: KeyMaterial;
   /** Seconds a client has to authenticate (operator mode). @default 10 (renderNatsConfig's) */
   authTimeoutSeconds?: number;
+  /**
+   * Cluster only: the route URLs of node `i` and the route address it advertises, given every
+   * node's cluster port (the chaos test routes them through proxies it can cut). @default direct
+   */
+  routes?: (i: number, clusterPorts: readonly number[]) => Promise<{ routes: string[]; advertise?: string }>;
 }
 
 /** Operator-mode keys and creds minting of a test server. */
@@ -73,6 +78,8 @@ export interface TestServer {
   kill9(i?: number): Promise<void>;
   /** SIGTERM node `i` (a graceful stop; its data stays). */
   stopNode(i: number): Promise<void>;
+  /** The OS process id of node `i` while it runs (to pause it with SIGSTOP). */
+  pid(i: number): number | undefined;
   /** Starts node `i` again with the same ports and data. */
   restart(i?: number): Promise<void>;
   /** Index of the node that leads stream `name`'s Raft group (cluster only). */
@@ -131,6 +138,15 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
     clientPorts.push(await freePort());
     if (n > 1) clusterPorts.push(await freePort());
   }
+  const routing = await Promise.all(
+    clientPorts.map((_, i) =>
+      n > 1 && options.routes
+        ? options.routes(i, clusterPorts)
+        : {
+            routes: clusterPorts.filter((_, j) => j !== i).map((p) => `nats-route://127.0.0.1:${p}`),
+          },
+    ),
+  );
   const configs: NatsServerConfig[] = clientPorts.map((port, i) => ({
     serverName: `n${i + 1}`,
     host: '127.0.0.1',
@@ -148,7 +164,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
             name: 'parley-test',
             host: '127.0.0.1',
             port: clusterPorts[i] as number,
-            routes: clusterPorts.filter((_, j) => j !== i).map((p) => `nats-route://127.0.0.1:${p}`),
+            ...(routing[i] as { routes: string[]; advertise?: string }),
           },
         }
       : {}),
@@ -235,6 +251,7 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
       await procs[i]?.stop(10_000);
       procs[i] = undefined;
     },
+    pid: (i) => procs[i]?.pid,
     async restart(i = 0) {
       if (procs[i]) throw new Error(`node ${i} is running`);
       procs[i] = await startNode(i);

@@ -15,7 +15,7 @@ import {
   type StandaloneOptions,
   startStandalone,
 } from '@parley/standalone';
-import { startServer, type TestServer } from './index.js';
+import { type StartServerOptions, startServer, type TestServer } from './index.js';
 
 /** Environment of a rooms process with the traffic guards off, as {@link startParley} has them. */
 export const GUARDS_OFF = {
@@ -64,6 +64,8 @@ export interface StartParleyOptions {
    * buckets and R1 inbox consumers (unless `backbone` says otherwise). @default PARLEY_TEST_NODES, else 1
    */
   nodes?: 1 | 3;
+  /** Cluster only: how the nodes' routes are made (see {@link StartServerOptions.routes}). */
+  routes?: StartServerOptions['routes'];
 }
 
 /** The cluster size `pnpm test:cluster` asks for (PARLEY_TEST_NODES=3). */
@@ -82,7 +84,11 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
   try {
     if (nodes === 3) {
       // The cluster runs with the home's keys, so the services' and participants' creds are valid there.
-      cluster = await startServer({ nodes: 3, keys: (await openHome(home)).keys });
+      cluster = await startServer({
+        nodes: 3,
+        keys: (await openHome(home)).keys,
+        ...(options.routes ? { routes: options.routes } : {}),
+      });
     }
     parley = await startStandalone({
       home,

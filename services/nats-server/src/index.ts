@@ -77,7 +77,11 @@ export interface NatsServerConfig {
   /** Monitoring port (`/healthz`, `/varz`); omitted = no monitoring endpoint. */
   monitorPort?: number;
   operator?: OperatorModeConfig;
-  cluster?: { name: string; host: string; port: number; routes: string[] };
+  /**
+   * Cluster listener and routes. `advertise` is the route address this node gossips to the others
+   * (default: its listen address).
+   */
+  cluster?: { name: string; host: string; port: number; routes: string[]; advertise?: string };
   /** JetStream limits. @default 1 GiB memory, 20 GiB file */
   maxMemory?: string;
   maxFile?: string;
@@ -134,6 +138,7 @@ export function renderNatsConfig(c: NatsServerConfig): string {
       'cluster {',
       `  name: ${q(c.cluster.name)}`,
       `  listen: ${q(`${c.cluster.host}:${c.cluster.port}`)}`,
+      ...(c.cluster.advertise ? [`  advertise: ${q(c.cluster.advertise)}`] : []),
       `  routes: [${c.cluster.routes.map((r) => q(r)).join(', ')}]`,
       '}',
     );

@@ -1,0 +1,808 @@
+/**
+ * Chaos on the 3-node test cluster under load (`pnpm test:chaos`; a short form runs in `npm test`).
+ *
+ * Parley runs against a 3-node JetStream cluster (R3 streams and buckets, R1 inbox consumers) with
+ * the control plane in the test process and the message path — ingress and fan-out — in separate
+ * rooms replica processes, so that restarting one hands its fan-out leases over. Agents send at a
+ * paced rate into rooms of two to three members while faults are injected one after the other:
+ *
+ * - `kill`: kill -9 of a random nats-server node, restarted at once with its data;
+ * - `partition`: one node's route connections to the other two are cut for longer than the raft
+ *   election timeout and the leaders' lost-quorum interval (nats-server 2.9: 2–5 s and 10 s), then
+ *   healed. Every route goes through a TCP proxy on loopback that this test owns (partition.ts):
+ *   no root, no firewall, no address other than 127.0.0.1, nothing left behind. The node's client
+ *   connections stay up, so agents and replicas connected to it talk to a node cut off from the
+ *   cluster;
+ * - `pause`: SIGSTOP of a random node past its heartbeats and election timeouts, then SIGCONT;
+ * - `replica`: each rooms replica in turn killed -9 or stopped with SIGTERM, then started again.
+ *
+ * Invariants, checked while the faults run (not only at the end):
+ * - every member handles each message of its room at most once and in room order (a handling at or
+ *   below the member's last position in that room is a violation at once);
+ * - no accepted send is lost, and delivery resumes within `boundMs`: once a fault is over (node
+ *   restarted and ready, partition healed, node resumed, replica healthy) and nats-server has
+ *   leaders again for the room log, the inboxes, the lease bucket and every consumer of the message
+ *   path (which it must within `jetstreamBackMs`; how long it took is reported per fault), every
+ *   accepted message reaches every member within `boundMs` of the later of its acceptance and that
+ *   moment. While a fault lasts, deliveries may wait (an R1 inbox consumer on a killed node);
+ *   after it, no message may wait longer;
+ * - the fan-out lease never has two holders: a `fanout.<p>` key changes holder only after the
+ *   previous holder's last write is a TTL old (it expired) or was deleted (handed over) — watched
+ *   on the lease bucket (the test keeps a few entries per key there, so a release overwritten at
+ *   once by the next holder's create is not missed);
+ * - no two writers interleave in an inbox: in the inbox stream (read by an ordered consumer), every
+ *   (member, room) subject's entries carry strictly growing room positions, each naming the one
+ *   before it (`Parley-Prev-Seq`), which a second writer behind the fence would break.
+ * Nothing is retried to hide a failure: the first violation stops the faults, and the run fails.
+ */
+import { spawnSync } from 'node:child_process';
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  DeliverPolicy,
+  type JetStreamClient,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { buckets, headerNames, streams, subjects } from '@parley/contracts';
+import type { Agent, Delivery } from '@parley/sdk';
+import {
+  GUARDS_OFF,
+  type ServiceProcess,
+  startParley,
+  startServiceProcess,
+  type TestParley,
+  type TestServer,
+  waitFor,
+} from '@parley/test/harness';
+import { RoutePartitions } from './partition.js';
+
+/** The resume bound the chaos test enforces (ms); docs/operations.md says how it was measured. */
+export const CHAOS_BOUND_MS = 30_000;
+
+/** What a chaos run does. */
+export interface ChaosOptions {
+  /** Kills of a random node, `killEveryMs` apart. */
+  kills: number;
+  /** Time from one kill to the next (at least: the next waits until the cluster is whole again). */
+  killEveryMs: number;
+  partitions: number;
+  /** How long a node stays cut off. */
+  partitionMs: number;
+  pauses: number;
+  /** How long a node stays stopped (SIGSTOP). */
+  pauseMs: number;
+  /** Rounds of restarting every rooms replica in turn (kill -9 and SIGTERM alternate). */
+  replicaRounds: number;
+  /** Rooms replica processes (ingress + fan-out). @default 2 */
+  replicas?: number;
+  /** Messages per second each sender sends. @default 5 */
+  ratePerSec?: number;
+  /** Most messages of a room not yet handled by every member before its sender waits. @default 100 */
+  maxOutstanding?: number;
+  /** The resume bound (see the module comment). */
+  boundMs: number;
+  /**
+   * How long after a fault nats-server may take to have leaders again for the streams, the lease
+   * bucket and the consumers of the message path. @default 120000
+   */
+  jetstreamBackMs?: number;
+  /** Seeds the choice of nodes (printed, so a run can be repeated). */
+  seed?: number;
+  /** Progress lines. */
+  log?: (line: string) => void;
+  /** Copy every node's nats-server log and every replica's output (at info level) here at the end. */
+  keepLogsIn?: string;
+}
+
+/** One injected fault. */
+export interface ChaosEvent {
+  kind: 'kill' | 'partition' | 'pause' | 'replica';
+  /** Node (n1…n3) or replica id. */
+  target: string;
+  /** How: `kill -9`, `SIGTERM`, … */
+  how: string;
+  /** Start and end, ms after the run started. */
+  startMs: number;
+  endMs: number;
+  /** When JetStream had leaders again for everything on the message path (ms after the run started). */
+  backMs: number;
+  /** Messages accepted while the fault lasted. */
+  acceptedDuring: number;
+  /**
+   * Worst delay of a delivery handled after the fault ended and before the next fault began, from
+   * the later of its acceptance and the fault's end (ms).
+   */
+  resumeMs: number;
+  /**
+   * Where the worst of those deliveries spent its time: when it was accepted, stored in the member's
+   * inbox by the fan-out, and handled, in ms after the fault ended (negative: before).
+   */
+  worst?: { member: string; room: string; accepted: number; inboxed: number; handled: number };
+}
+
+/** What a chaos run measured. */
+export interface ChaosReport {
+  seed: number;
+  boundMs: number;
+  jetstreamBackMs: number;
+  durationMs: number;
+  events: ChaosEvent[];
+  sent: number;
+  accepted: number;
+  /** Sends that failed for good (not accepted: the sender was told). */
+  failed: number;
+  /** First handlings of accepted messages, summed over members (each member counts once). */
+  delivered: number;
+  /** Handlings the SDK recovered from history after an inbox gap. */
+  backfilled: number;
+  /** Redeliveries the SDK reported (the handler may have run before). */
+  redelivered: number;
+  /** Holder changes of fan-out leases seen on the lease bucket. */
+  leaseHandovers: number;
+  /** Inbox entries checked by the inbox watch. */
+  inboxEntries: number;
+  /** Every broken invariant, in the order it was seen. */
+  violations: string[];
+  /** State of the cluster and the services when the first violation was seen. */
+  diagnostics?: unknown;
+}
+
+interface ChaosMember {
+  id: string;
+  agent: Agent;
+  /** room → last handled room position */
+  last: Map<string, number>;
+  /** room → handled message ids, in handling order */
+  handled: Map<string, string[]>;
+  /** accepted id → accepted at, not yet handled by this member */
+  outstanding: Map<string, { room: string; acceptedAt: number }>;
+  /** first handlings of accepted messages, for the resume figures */
+  timings: { acceptedAt: number; handledAt: number; inboxedAt: number; room: string }[];
+}
+
+/** A small seeded generator (mulberry32): the same seed picks the same nodes. */
+function random(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Runs the chaos scenario and returns what it measured (violations included: the caller fails on them). */
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const o = { jetstreamBackMs: 120_000, ...options };
+  const seed = o.seed ?? Math.floor(Math.random() * 2 ** 31);
+  const rnd = random(seed);
+  const log = o.log ?? (() => {});
+  const replicaCount = o.replicas ?? 2;
+  const rate = o.ratePerSec ?? 5;
+  const maxOutstanding = o.maxOutstanding ?? 100;
+  const partitions = new RoutePartitions();
+  const violations: string[] = [];
+  let diagnostics: unknown;
+  const t0 = Date.now();
+  const rel = (at: number) => at - t0;
+  const violation = (what: string) => {
+    violations.push(`+${(rel(Date.now()) / 1000).toFixed(1)} s: ${what}`);
+    log(`VIOLATION ${what}`);
+  };
+
+  let parley: TestParley | undefined;
+  let nc: NatsConnection | undefined;
+  const replicas: (ServiceProcess | undefined)[] = [];
+  const paused = new Set<number>();
+  const stops: (() => unknown)[] = [];
+  const replicaOutput: string[] = [];
+  let sending = true;
+  try {
+    parley = await startParley({
+      nodes: 3,
+      routes: partitions.routes,
+      // The control plane runs here; the message path runs in the replica processes, which the
+      // `replica` faults restart.
+      rooms: { PARLEY_INGRESS: false, PARLEY_FANOUT: false },
+    });
+    const cluster = parley.cluster as TestServer;
+    const credsFile = join(parley.home.paths.credsDir, 'rooms-replica.creds');
+    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
+    const running = parley;
+    const startReplica = (i: number) =>
+      startServiceProcess('rooms', {
+        ...GUARDS_OFF,
+        NATS_URL: running.natsUrl,
+        NATS_CREDS: credsFile,
+        PARLEY_REPLICA_ID: `replica-${i}`,
+        ...(o.keepLogsIn ? { LOG_LEVEL: 'info' } : {}),
+      });
+    for (let i = 0; i < replicaCount; i++) replicas[i] = await startReplica(i);
+    nc = await cluster.connect();
+    const jsm = await jetstreamManager(nc, { timeout: 5_000 });
+
+    // Four members, three rooms: every member is in two rooms, every room has its own sender.
+    const members: ChaosMember[] = [];
+    for (let i = 0; i < 4; i++) {
+      const p = await parley.participant();
+      const agent = await parley.connect(p.creds, { delivery: { includeOwn: true } });
+      members.push({
+        id: p.id,
+        agent,
+        last: new Map(),
+        handled: new Map(),
+        outstanding: new Map(),
+        timings: [],
+      });
+    }
+    const [m0, m1, m2, m3] = members as [ChaosMember, ChaosMember, ChaosMember, ChaosMember];
+    const plan = [
+      { sender: m0, members: [m0, m1, m2] },
+      { sender: m1, members: [m1, m2, m3] },
+      { sender: m3, members: [m3, m0] },
+    ];
+    const rooms: { id: string; sender: ChaosMember; members: ChaosMember[] }[] = [];
+    for (const [i, r] of plan.entries()) {
+      const others = r.members.filter((m) => m !== r.sender).map((m) => m.id);
+      const room = await r.sender.agent.rooms.create(`chaos-${i}`, { members: others });
+      rooms.push({ id: room.id, ...r });
+    }
+
+    let backfilled = 0;
+    let redelivered = 0;
+    const progress: (() => void)[] = [];
+    for (const m of members) {
+      m.agent.on('message', (d: Delivery) => {
+        const at = Date.now();
+        if (d.backfilled) backfilled++;
+        if (d.redelivered) redelivered++;
+        const last = m.last.get(d.room) ?? 0;
+        if (d.roomSeq <= last)
+          violation(
+            `${m.id} handled ${d.room} position ${d.roomSeq} after ${last} (${d.roomSeq === last ? 'twice' : 'out of order'}, message ${d.message.id})`,
+          );
+        m.last.set(d.room, Math.max(last, d.roomSeq));
+        const list = m.handled.get(d.room) ?? [];
+        list.push(d.message.id);
+        m.handled.set(d.room, list);
+        const x = m.outstanding.get(d.message.id);
+        if (x) {
+          m.outstanding.delete(d.message.id);
+          m.timings.push({
+            acceptedAt: x.acceptedAt,
+            handledAt: at,
+            inboxedAt: d.inboxedAt ?? 0,
+            room: d.room,
+          });
+        }
+        for (const w of progress.splice(0)) w();
+      });
+      await m.agent.listening;
+    }
+
+    // The lease bucket: a holder change of `fanout.<p>` is legal only after the previous holder's
+    // last write expired (a TTL old) or was deleted.
+    // The bucket keeps one entry per key, so a watch that reads a little late would miss a release
+    // (a delete) overwritten at once by the next holder's create, and see a handover without one:
+    // the test keeps a few more entries per key (the leases read only the last; nothing else changes).
+    const leaseStream = `KV_${buckets.leases}`;
+    const leaseConfig = (await jsm.streams.info(leaseStream)).config;
+    await jsm.streams.update(leaseStream, { ...leaseConfig, max_msgs_per_subject: 64 });
+    const kv = await new Kvm(nc).open(buckets.leases);
+    const ttlMs = (await kv.status()).ttl;
+    const js = jetstream(nc);
+    let watching = true;
+    stops.push(() => {
+      watching = false;
+    });
+    const keyPrefix = `$KV.${buckets.leases}.`;
+    let leaseHandovers = 0;
+    const holders = new Map<string, { holder: string; at: number } | undefined>();
+    follow(
+      js,
+      leaseStream,
+      `${keyPrefix}fanout.*`,
+      () => watching,
+      (m) => {
+        const key = m.subject.slice(keyPrefix.length);
+        if (m.headers?.get('KV-Operation')) {
+          holders.set(key, undefined);
+          return;
+        }
+        const holder = (m.json() as { replica?: string }).replica ?? '?';
+        const at = m.info.timestampNanos / 1e6;
+        const prev = holders.get(key);
+        if (prev && prev.holder !== holder) {
+          leaseHandovers++;
+          // Expiry runs on the server's timer, never early: a new holder under a TTL after the last
+          // write of the previous one, without a release, is a second holder.
+          if (at - prev.at < ttlMs)
+            violation(
+              `lease ${key} taken by ${holder} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it, with no release (TTL ${ttlMs} ms): two holders`,
+            );
+        }
+        holders.set(key, { holder, at });
+      },
+    );
+
+    // The inbox stream: per (member, room) subject, room positions grow and each names the one before.
+    let inboxEntries = 0;
+    const lastWritten = new Map<string, number>();
+    for (const member of members)
+      follow(
+        js,
+        streams.inbox,
+        subjects.inboxAll(member.id),
+        () => watching,
+        (m) => {
+          inboxEntries++;
+          const seq = Number(m.headers?.get(headerNames.roomSeq));
+          const prev = Number(m.headers?.get(headerNames.prevSeq) || 0);
+          const last = lastWritten.get(m.subject) ?? 0;
+          if (!(seq > last)) violation(`inbox ${m.subject}: position ${seq} written after ${last}`);
+          else if (last > 0 && prev !== last)
+            violation(
+              `inbox ${m.subject}: position ${seq} names ${prev} before it, the last written was ${last}`,
+            );
+          lastWritten.set(m.subject, Math.max(seq, last));
+        },
+      );
+
+    // Faults: the watchdog holds delivery to the bound only while no fault is in progress.
+    let faultActive = false;
+    let lastEnd = 0;
+    const late = new Set<string>();
+    const watchdog = setInterval(() => {
+      if (faultActive) return;
+      const now = Date.now();
+      for (const m of members) {
+        for (const [id, x] of m.outstanding) {
+          const waited = now - Math.max(x.acceptedAt, lastEnd);
+          if (waited > o.boundMs && !late.has(`${m.id}/${x.room}`)) {
+            // One line per member and room: the first late message says it.
+            late.add(`${m.id}/${x.room}`);
+            violation(
+              `${m.id} has not handled ${id} (${x.room}) ${waited} ms after ${x.acceptedAt > lastEnd ? 'it was accepted' : 'JetStream was back from the last fault'} (bound ${o.boundMs} ms)`,
+            );
+          }
+        }
+      }
+    }, 250);
+    stops.push(() => clearInterval(watchdog));
+
+    // Senders: one per room, `rate` messages a second, each send retried by the SDK under its client
+    // id until accepted or its deadline passes; a sender waits while its room has too many messages
+    // not yet handled by every member (so a fault measures recovery, not a backlog).
+    const countFor = (m: ChaosMember, room: string) => {
+      let n = 0;
+      for (const x of m.outstanding.values()) if (x.room === room) n++;
+      return n;
+    };
+    let sent = 0;
+    let failed = 0;
+    const accepted: Map<string, string[]> = new Map(rooms.map((r) => [r.id, []]));
+    const senders = rooms.map(async (r) => {
+      const room = r.sender.agent.rooms.room(r.id);
+      let next = Date.now();
+      for (let i = 0; sending; i++) {
+        while (sending && r.members.some((m) => countFor(m, r.id) >= maxOutstanding))
+          await new Promise<void>((w) => {
+            progress.push(w);
+            setTimeout(w, 1_000);
+          });
+        if (!sending) break;
+        next += 1000 / rate;
+        const wait = next - Date.now();
+        // The pace of a sender, not a synchronisation: it sends at most `rate` a second.
+        if (wait > 0) await sleep(wait);
+        else next = Date.now();
+        sent++;
+        try {
+          const reply = await room.send(`${r.id}:${i}`, { deadlineMs: 60_000 });
+          const at = Date.now();
+          accepted.get(r.id)?.push(reply.id);
+          // A member may already have handled it (the reply raced the delivery).
+          for (const m of r.members)
+            if (!(m.handled.get(r.id) ?? []).includes(reply.id))
+              m.outstanding.set(reply.id, { room: r.id, acceptedAt: at });
+        } catch (err) {
+          failed++;
+          log(`send to ${r.id} failed: ${(err as Error).message}`);
+        }
+      }
+    });
+
+    // The schedule: kills interleaved with the other faults.
+    type Step = ChaosEvent['kind'];
+    const others: Step[] = [
+      ...Array<Step>(o.partitions).fill('partition'),
+      ...Array<Step>(o.pauses).fill('pause'),
+      ...Array<Step>(o.replicaRounds).fill('replica'),
+    ];
+    const schedule: Step[] = [];
+    for (let k = 0; k < Math.max(o.kills, others.length); k++) {
+      if (k < o.kills) schedule.push('kill');
+      const other = others[k];
+      if (other) schedule.push(other);
+    }
+    const events: ChaosEvent[] = [];
+    const acceptedTotal = () => [...accepted.values()].reduce((n, l) => n + l.length, 0);
+    const node = () => Math.floor(rnd() * 3);
+    // A fault begins once the previous one is over and every member handled what was accepted
+    // before: each fault's resume figure is then its own.
+    const settled = async () => {
+      // …and a message accepted after the last fault reached every member: each fault's deliveries
+      // are judged before the next one begins.
+      await waitFor(
+        () =>
+          violations.length > 0 ||
+          members.every((m) => m.outstanding.size === 0 && m.timings.some((d) => d.acceptedAt > lastEnd)),
+        'every member to handle what was accepted',
+        o.boundMs + 5_000,
+      ).catch(() => {});
+      await clusterWhole(jsm).catch((err: Error) => log(`cluster not whole: ${err.message}`));
+    };
+    const inFault = async (
+      kind: Step,
+      target: string,
+      how: string,
+      body: () => Promise<void>,
+    ): Promise<void> => {
+      const before = acceptedTotal();
+      const start = Date.now();
+      faultActive = true;
+      log(
+        `+${(rel(start) / 1000).toFixed(1)} s (${new Date(start).toISOString()}) ${kind} ${target} (${how})`,
+      );
+      let end = 0;
+      try {
+        await body();
+        end = Date.now();
+        // The bound holds from when JetStream has leaders again for everything on the message path:
+        // how long nats-server takes for that is its own figure (and limit), not Parley's.
+        await waitFor(
+          () => jetstreamBack(jsm, members),
+          'JetStream leaders for the room log, the inboxes, the leases and every consumer',
+          o.jetstreamBackMs,
+        ).catch((err: Error) => violation(`${err.message} after the ${kind} of ${target}`));
+      } finally {
+        lastEnd = Date.now();
+        faultActive = false;
+      }
+      events.push({
+        kind,
+        target,
+        how,
+        startMs: rel(start),
+        endMs: rel(end || lastEnd),
+        backMs: rel(lastEnd),
+        acceptedDuring: acceptedTotal() - before,
+        resumeMs: 0,
+      });
+    };
+    let lastKillAt = 0;
+    let replicaTurn = 0;
+    // Traffic first: the first fault hits a running message path.
+    await waitFor(
+      () => members.every((m) => m.timings.length >= 5) || violations.length > 0,
+      'deliveries before the first fault',
+      60_000,
+    );
+    for (const step of schedule) {
+      if (violations.length > 0) break;
+      await settled();
+      if (violations.length > 0) break;
+      if (step === 'kill') {
+        const wait = lastKillAt + o.killEveryMs - Date.now();
+        if (wait > 0) await sleep(wait);
+        const i = node();
+        lastKillAt = Date.now();
+        await inFault('kill', `n${i + 1}`, 'kill -9, restart', async () => {
+          await cluster.kill9(i);
+          await cluster.restart(i);
+        });
+      } else if (step === 'partition') {
+        const i = node();
+        await inFault('partition', `n${i + 1}`, `routes cut ${o.partitionMs} ms`, async () => {
+          partitions.cut(i);
+          await sleep(o.partitionMs);
+          partitions.heal(i);
+        });
+      } else if (step === 'pause') {
+        const i = node();
+        const pid = cluster.pid(i);
+        if (!pid) throw new Error(`n${i + 1} is not running`);
+        await inFault('pause', `n${i + 1}`, `SIGSTOP ${o.pauseMs} ms`, async () => {
+          paused.add(pid);
+          process.kill(pid, 'SIGSTOP');
+          await sleep(o.pauseMs);
+          process.kill(pid, 'SIGCONT');
+          paused.delete(pid);
+        });
+      } else {
+        for (let i = 0; i < replicaCount; i++) {
+          if (violations.length > 0) break;
+          if (i > 0) await settled();
+          const how = replicaTurn++ % 2 === 0 ? 'kill -9' : 'SIGTERM';
+          await inFault('replica', `replica-${i}`, `${how}, start`, async () => {
+            if (how === 'kill -9') await replicas[i]?.kill9();
+            else await replicas[i]?.stop();
+            replicaOutput.push(`--- replica-${i} until ${how}\n${replicas[i]?.output() ?? ''}`);
+            replicas[i] = await startReplica(i);
+          });
+        }
+      }
+    }
+    if (violations.length === 0) await settled();
+    if (violations.length > 0 && !diagnostics) diagnostics = await diagnose(jsm, kv, members, replicas);
+    sending = false;
+    await Promise.all(senders);
+    // The end: whatever was accepted reaches every member (the watchdog still holds the bound).
+    await waitFor(
+      () => members.every((m) => m.outstanding.size === 0),
+      () =>
+        `every accepted message at every member: ${members.map((m) => `${m.id} misses ${m.outstanding.size}`).join(', ')}`,
+      o.boundMs + 5_000,
+    ).catch((err: Error) => {
+      if (violations.length === 0) violation(err.message);
+    });
+    // The inbox watch must have read every entry a member handled, or its check did not cover the run.
+    const behind = () =>
+      members.flatMap((m) =>
+        [...m.last]
+          .filter(([room, seq]) => (lastWritten.get(subjects.inbox(m.id, room)) ?? 0) < seq)
+          .map(
+            ([room, seq]) =>
+              `${m.id}/${room} read to ${lastWritten.get(subjects.inbox(m.id, room)) ?? 0} of ${seq}`,
+          ),
+      );
+    await waitFor(
+      () => behind().length === 0,
+      () => `the inbox watch to catch up: ${behind().join(', ')}`,
+      30_000,
+    ).catch((err: Error) => violation(`${err.message} (the inbox check did not cover the run)`));
+    if (violations.length > 0 && !diagnostics) diagnostics = await diagnose(jsm, kv, members, replicas);
+    for (const m of members)
+      for (const [id, x] of m.outstanding) violation(`${m.id} never handled accepted ${id} (${x.room})`);
+
+    let delivered = 0;
+    for (const r of rooms) {
+      const ids = new Set(accepted.get(r.id));
+      for (const m of r.members) delivered += (m.handled.get(r.id) ?? []).filter((id) => ids.has(id)).length;
+    }
+    // Resume figures: each delivery handled outside every fault counts for the last fault before it.
+    const timings = members.flatMap((m) => m.timings.map((d) => ({ ...d, member: m.id })));
+    for (const [i, e] of events.entries()) {
+      const end = t0 + e.backMs;
+      const until = t0 + (events[i + 1]?.startMs ?? Number.POSITIVE_INFINITY);
+      for (const d of timings) {
+        const delay = d.handledAt - Math.max(d.acceptedAt, end);
+        if (d.handledAt >= end && d.handledAt < until && (delay > e.resumeMs || !e.worst)) {
+          e.resumeMs = delay;
+          e.worst = {
+            member: d.member,
+            room: d.room,
+            accepted: d.acceptedAt - end,
+            inboxed: d.inboxedAt ? d.inboxedAt - end : Number.NaN,
+            handled: d.handledAt - end,
+          };
+        }
+      }
+    }
+    return {
+      seed,
+      boundMs: o.boundMs,
+      jetstreamBackMs: o.jetstreamBackMs,
+      durationMs: Date.now() - t0,
+      events,
+      sent,
+      accepted: acceptedTotal(),
+      failed,
+      delivered,
+      backfilled,
+      redelivered,
+      leaseHandovers,
+      inboxEntries,
+      violations,
+      ...(diagnostics ? { diagnostics } : {}),
+    };
+  } finally {
+    sending = false;
+    for (const pid of paused)
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {}
+    for (const s of stops) await Promise.resolve(s()).catch(() => {});
+    await Promise.allSettled(replicas.map((r) => r?.kill9()));
+    if (o.keepLogsIn && parley?.cluster) {
+      await mkdir(o.keepLogsIn, { recursive: true });
+      for (let i = 0; i < 3; i++)
+        await copyFile(
+          join(parley.cluster.dir, `n${i + 1}`, 'nats-server.log'),
+          join(o.keepLogsIn, `n${i + 1}.log`),
+        ).catch(() => {});
+      const last = replicas.map((r, i) => `--- replica-${i} (last run)\n${r?.output() ?? ''}`);
+      await writeFile(join(o.keepLogsIn, 'replicas.log'), [...replicaOutput, ...last].join('\n'));
+    }
+    await nc?.close().catch(() => {});
+    await parley?.destroy();
+    await partitions.close();
+  }
+}
+
+/**
+ * Reads `filter` of `stream` from its first entry while `running()`, in fetches from the last
+ * position seen and with a fresh consumer after any failure: a consumer on a node that is killed or
+ * paused may stop without telling, and a check must not stop with it. (nats-server 2.9 takes one
+ * filter subject per consumer.)
+ */
+function follow(
+  js: JetStreamClient,
+  stream: string,
+  filter: string,
+  running: () => boolean,
+  onMessage: (m: JsMsg) => void,
+): void {
+  void (async () => {
+    let from = 1;
+    while (running()) {
+      try {
+        const reader = await js.consumers.get(stream, {
+          filter_subjects: filter,
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: from,
+        });
+        while (running()) {
+          const batch = await reader.fetch({ max_messages: 256, expires: 1_000 });
+          for await (const m of batch) {
+            from = m.seq + 1;
+            onMessage(m);
+          }
+        }
+      } catch {
+        await sleep(250);
+      }
+    }
+  })();
+}
+
+/** True when the streams, the lease bucket and every consumer of the message path have a leader. */
+async function jetstreamBack(
+  jsm: Awaited<ReturnType<typeof jetstreamManager>>,
+  members: ChaosMember[],
+): Promise<boolean> {
+  try {
+    for (const name of [streams.rooms, streams.inbox, `KV_${buckets.leases}`])
+      if (!(await jsm.streams.info(name)).cluster?.leader) return false;
+    const fanout = await jsm.consumers.list(streams.rooms).next();
+    if (fanout.length === 0 || !fanout.every((c) => c.cluster?.leader)) return false;
+    for (const m of members)
+      if (!(await jsm.consumers.info(streams.inbox, m.id)).cluster?.leader) return false;
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until every stream's replicas are current (a restarted or healed node caught up). */
+async function clusterWhole(jsm: Awaited<ReturnType<typeof jetstreamManager>>): Promise<void> {
+  await waitFor(
+    async () => {
+      try {
+        for (const name of [streams.rooms, streams.inbox]) {
+          const info = await jsm.streams.info(name);
+          const reps = info.cluster?.replicas ?? [];
+          if (!info.cluster?.leader || reps.length !== 2 || !reps.every((r) => r.current && !r.offline))
+            return false;
+        }
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    'every stream replica current',
+    60_000,
+  );
+}
+
+/** Where deliveries stand: fan-out consumers, members' inbox consumers, lease holders, replica logs. */
+async function diagnose(
+  jsm: Awaited<ReturnType<typeof jetstreamManager>>,
+  kv: Awaited<ReturnType<Kvm['open']>>,
+  members: ChaosMember[],
+  replicas: (ServiceProcess | undefined)[],
+): Promise<unknown> {
+  const state = async (what: () => Promise<unknown>) => what().catch((e: Error) => `error: ${e.message}`);
+  return {
+    fanout: await state(async () =>
+      (await jsm.consumers.list(streams.rooms).next()).map((c) => ({
+        name: c.name,
+        pending: c.num_pending,
+        ackPending: c.num_ack_pending,
+        redelivered: c.num_redelivered,
+        leader: c.cluster?.leader,
+        push: c.push_bound ?? false,
+      })),
+    ),
+    inboxConsumers: await Promise.all(
+      members.map((m) =>
+        state(async () => {
+          const c = await jsm.consumers.info(streams.inbox, m.id);
+          return {
+            member: m.id,
+            outstanding: m.outstanding.size,
+            pending: c.num_pending,
+            ackPending: c.num_ack_pending,
+            delivered: c.delivered.stream_seq,
+            ackFloor: c.ack_floor.stream_seq,
+            leader: c.cluster?.leader,
+            push: c.push_bound ?? false,
+          };
+        }),
+      ),
+    ),
+    leases: await state(async () => {
+      const out: Record<string, string> = {};
+      for await (const k of await kv.keys('fanout.*')) {
+        const e = await kv.get(k);
+        if (e) out[k] = `${e.string()} @${e.created.toISOString()}`;
+      }
+      return out;
+    }),
+    streams: await state(async () =>
+      Promise.all(
+        [streams.rooms, streams.inbox].map(async (n) => {
+          const i = await jsm.streams.info(n);
+          return {
+            stream: n,
+            messages: i.state.messages,
+            leader: i.cluster?.leader,
+            replicas: i.cluster?.replicas,
+          };
+        }),
+      ),
+    ),
+    replicaLogs: replicas.map((r) => r?.output().split('\n').slice(-15).join('\n')),
+  };
+}
+
+/** The events and figures as a table (Markdown-ish, for a terminal and the notes). */
+export function formatReport(r: ChaosReport): string {
+  const rows = [
+    '| # | fault | target | how | start s | lasted ms | JetStream back after ms | accepted during | resume ms | worst: accepted / inboxed / handled ms after JetStream was back |',
+    '| - | - | - | - | - | - | - | - | - | - |',
+    ...r.events.map(
+      (e, i) =>
+        `| ${i + 1} | ${e.kind} | ${e.target} | ${e.how} | ${(e.startMs / 1000).toFixed(1)} | ${e.endMs - e.startMs} | ${e.backMs - e.endMs} | ${e.acceptedDuring} | ${e.resumeMs} | ${e.worst ? `${e.worst.accepted} / ${e.worst.inboxed} / ${e.worst.handled}` : '-'} |`,
+    ),
+  ];
+  const worst = new Map<string, number>();
+  const back = new Map<string, number>();
+  const count = new Map<string, number>();
+  for (const e of r.events) {
+    worst.set(e.kind, Math.max(worst.get(e.kind) ?? 0, e.resumeMs));
+    back.set(e.kind, Math.max(back.get(e.kind) ?? 0, e.backMs - e.endMs));
+    count.set(e.kind, (count.get(e.kind) ?? 0) + 1);
+  }
+  return [
+    ...rows,
+    '',
+    `faults: ${[...count].map(([k, n]) => `${n} ${k}`).join(', ')}; worst resume: ${[...worst].map(([k, ms]) => `${k} ${ms} ms`).join(', ')} (bound ${r.boundMs} ms); JetStream back after at worst: ${[...back].map(([k, ms]) => `${k} ${ms} ms`).join(', ')}`,
+    `messages: ${r.sent} sent, ${r.accepted} accepted, ${r.failed} failed, ${r.delivered} deliveries of accepted messages (${r.backfilled} backfilled, ${r.redelivered} redelivered); ${r.inboxEntries} inbox entries checked, ${r.leaseHandovers} lease handovers; seed ${r.seed}; ${(r.durationMs / 1000).toFixed(0)} s`,
+    r.violations.length === 0
+      ? 'invariants: held'
+      : `invariants: ${r.violations.length} violations\n${r.violations.map((v) => `  ${v}`).join('\n')}`,
+  ].join('\n');
+}
+
+/** The git commit a report was measured at (for the --json output). */
+export function commit(): string {
+  return spawnSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim();
+}
