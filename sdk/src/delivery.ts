@@ -445,8 +445,14 @@ export class DeliveryEngine {
     if (lane.busy || this.#recovering || this.#closed) return;
     const head = lane.queue[0];
     if (!head) return;
-    if (lane.waiting !== undefined && head.seq !== lane.waiting) return;
-    lane.waiting = undefined;
+    if (lane.waiting !== undefined) {
+      // Nothing newer may overtake the nak'ed message. Something older may, and must go first: a
+      // redelivery of what was lost in transit (the connection dropped with it, e.g. a nats-server
+      // kill -9). Waiting for the nak'ed one with an older one at the head stalled the lane for
+      // good: the nak'ed redelivery queues behind the older one (issue 12's 3-node stall).
+      if (head.seq > lane.waiting) return;
+      if (head.seq === lane.waiting) lane.waiting = undefined;
+    }
     lane.busy = true;
     const p = this.#process(head, lane)
       .catch((err) => this.#fail(err, 'delivery'))
