@@ -102,6 +102,13 @@ export function renderNatsConfig(c: NatsServerConfig): string {
     `host: ${q(c.host)}`,
     `port: ${c.port}`,
     'max_payload: 1MB',
+    // How long a client has to send its CONNECT after the TCP connection: the default (about 2 s)
+    // is missed by a reconnecting client on a busy machine, and nats.js gives up reconnecting for
+    // good after the same authentication error twice (seen: a fan-out connection closed for good
+    // on "Authentication Timeout" after a cluster restart, its partitions never delivered again).
+    'authorization {',
+    '  timeout: 10',
+    '}',
   ];
   if (c.monitorPort !== undefined) lines.push(`http: ${q(`${c.host}:${c.monitorPort}`)}`);
   if (c.pidFile !== undefined) lines.push(`pid_file: ${q(c.pidFile)}`);
