@@ -189,6 +189,8 @@ interface Lane {
 }
 
 const SEEN_CAPACITY = 20_000;
+/** How long a failing backfill is tried again in place before its message is nak'ed. */
+const BACKFILL_RETRY_MS = 60_000;
 const decoder = new TextDecoder();
 
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
@@ -506,7 +508,7 @@ export class DeliveryEngine {
         done();
         return;
       }
-      if (last !== undefined && prev > last) await this.#backfill(room, last, roomSeq);
+      if (last !== undefined && prev > last) await this.#backfillRetrying(room, last, roomSeq);
       const delivery: Delivery = {
         message,
         room,
@@ -568,6 +570,27 @@ export class DeliveryEngine {
       lane.waiting = m.seq;
       const backoff = this.options.backoffMs ?? ((n: number) => Math.min(500 * 2 ** (n - 1), 10_000));
       m.nak(backoff(m.info.deliveryCount));
+    }
+  }
+
+  /**
+   * The backfill, tried again in place while it fails (the lane is blocked meanwhile, and the
+   * keepalive keeps the message ours). Its failure is no fault of the message: a nak would spend one
+   * of its deliveries each time, and during a cluster restart (history unavailable for seconds) the
+   * message that revealed the gap ran out of them and was dead-lettered. Gives up after
+   * BACKFILL_RETRY_MS: then the message is nak'ed like a handler failure.
+   */
+  async #backfillRetrying(room: string, after: number, before: number): Promise<void> {
+    const until = Date.now() + BACKFILL_RETRY_MS;
+    for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        await this.#backfill(room, after, before);
+        return;
+      } catch (err) {
+        if (this.#closed || Date.now() + delay > until) throw err;
+        this.#fail(err, 'delivery', { room, backfill: { after, before }, retryInMs: delay });
+        await new Promise((r) => setTimeout(r, delay));
+      }
     }
   }
 
