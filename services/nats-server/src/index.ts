@@ -200,8 +200,12 @@ export async function startNatsServer(o: StartNatsServerOptions): Promise<NatsSe
     const onData = (chunk: Buffer) => {
       // Output can still arrive after 'exit' (the pipes drain later): keep it only while the log is open.
       if (!log.writableEnded) log.write(chunk);
-      tail = (tail + chunk.toString()).slice(-4000);
-      if (tail.includes('Server is ready')) resolve();
+      const text = chunk.toString();
+      // Looked for in the chunk itself (with the end of the previous one, for a line split between
+      // two): a recovering node writes thousands of lines at once, and one chunk of them with the
+      // line early in it left it outside the kept tail — the node was up, yet "not ready after 90 s".
+      if ((tail.slice(-64) + text).includes('Server is ready')) resolve();
+      tail = (tail + text).slice(-4000);
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
