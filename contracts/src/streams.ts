@@ -245,6 +245,15 @@ export interface InboxConsumerDefinition {
 /** Idle heartbeat of push consumers (inboxes and fan-out partitions), ms. @default 5000 */
 export const PUSH_IDLE_HEARTBEAT_MS = 5_000;
 
+/**
+ * How long one NATS connect attempt (TCP, INFO, CONNECT, first PONG) of a Parley client may take
+ * before the client tries the next server, ms. The client's default is 20 s: after a 3-node
+ * cluster was killed and restarted, connections whose attempt reached a node that never answered
+ * it reconnected exactly 20 s later (the ingress among them: nothing accepted meanwhile), while
+ * the others were back within a second. A handshake takes milliseconds; a loaded machine, seconds.
+ */
+export const NATS_CONNECT_TIMEOUT_MS = 5_000;
+
 /** Deliveries a participant may fail before the message goes to the DLQ. @default 5 */
 export const INBOX_MAX_DELIVER = 5;
 

@@ -10,7 +10,7 @@ import {
   connect as natsConnect,
   wsconnect,
 } from '@nats-io/transport-node';
-import { ParleyError, subjects } from '@parley/contracts';
+import { NATS_CONNECT_TIMEOUT_MS, ParleyError, subjects } from '@parley/contracts';
 import { localBackbone } from './local-home.js';
 import type { PresenceOptions } from './presence.js';
 
@@ -124,6 +124,9 @@ export async function connectWithCreds(
     noAsyncTraces: true,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
+    // Per attempt, reconnects included: nats.js waits 20 s by default for a server that accepted
+    // the TCP connection but does not answer (seen after a cluster restart; NATS_CONNECT_TIMEOUT_MS).
+    timeout: NATS_CONNECT_TIMEOUT_MS,
   };
   for (let attempt = 1; ; attempt++) {
     try {

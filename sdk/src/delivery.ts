@@ -213,6 +213,8 @@ interface Lane {
 }
 
 const SEEN_CAPACITY = 20_000;
+/** How long a failing backfill is tried again in place before its message is nak'ed. */
+const BACKFILL_RETRY_MS = 60_000;
 const decoder = new TextDecoder();
 
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
@@ -465,8 +467,14 @@ export class DeliveryEngine {
     if (lane.busy || this.#recovering || this.#closed) return;
     const head = lane.queue[0];
     if (!head) return;
-    if (lane.waiting !== undefined && head.seq !== lane.waiting) return;
-    lane.waiting = undefined;
+    if (lane.waiting !== undefined) {
+      // Nothing newer may overtake the nak'ed message. Something older may, and must go first: a
+      // redelivery of what was lost in transit (the connection dropped with it, e.g. a nats-server
+      // kill -9). Waiting for the nak'ed one with an older one at the head stalled the lane for
+      // good: the nak'ed redelivery queues behind the older one (issue 12's 3-node stall).
+      if (head.seq > lane.waiting) return;
+      if (head.seq === lane.waiting) lane.waiting = undefined;
+    }
     lane.busy = true;
     const p = this.#process(head, lane)
       .catch((err) => this.#fail(err, 'delivery'))
@@ -520,7 +528,8 @@ export class DeliveryEngine {
         done();
         return;
       }
-      const gap = last !== undefined && prev > last ? await this.#backfill(room, last, roomSeq) : undefined;
+      const gap =
+        last !== undefined && prev > last ? await this.#backfillRetrying(room, last, roomSeq) : undefined;
       const delivery: Delivery = {
         message,
         room,
@@ -583,6 +592,26 @@ export class DeliveryEngine {
       lane.waiting = m.seq;
       const backoff = this.options.backoffMs ?? ((n: number) => Math.min(500 * 2 ** (n - 1), 10_000));
       m.nak(backoff(m.info.deliveryCount));
+    }
+  }
+
+  /**
+   * The backfill, tried again in place while it fails (the lane is blocked meanwhile, and the
+   * keepalive keeps the message ours). Its failure is no fault of the message: a nak would spend one
+   * of its deliveries each time, and during a cluster restart (history unavailable for seconds) the
+   * message that revealed the gap ran out of them and was dead-lettered. Gives up after
+   * BACKFILL_RETRY_MS: then the message is nak'ed like a handler failure.
+   */
+  async #backfillRetrying(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
+    const until = Date.now() + BACKFILL_RETRY_MS;
+    for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        return await this.#backfill(room, after, before);
+      } catch (err) {
+        if (this.#closed || Date.now() + delay > until) throw err;
+        this.#fail(err, 'delivery', { room, backfill: { after, before }, retryInMs: delay });
+        await new Promise((r) => setTimeout(r, delay));
+      }
     }
   }
 

@@ -4,14 +4,14 @@
  * another owner into a conversation. This file holds start/stop and which handler serves which
  * method; the handlers are in `handlers/` (one file a group), their shared state in `state.ts`.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
-import { type KvEntry, Kvm } from '@nats-io/kv';
+import type { KvEntry } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { buckets, type ContactRequest, consentApi, subjects } from '@parley/contracts';
 import {
   bind,
   createMicroService,
   createStandingView,
+  jetstreamManagerReady,
   type KvWatch,
   type Logger,
   type MicroService,
@@ -21,6 +21,7 @@ import {
   type ServiceTelemetry,
   type StandingView,
   serveApis,
+  startKvm,
   watchKv,
 } from '@parley/kit';
 import type { ConsentConfig } from './config.js';
@@ -92,9 +93,9 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
   return {
     name: 'consent',
     async start() {
-      const kvm = new Kvm(nc);
+      const kvm = startKvm(nc, { log });
       const kv = await kvm.open(buckets.contacts);
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManagerReady(nc, { log });
       const js = jsm.jetstream();
       c.open({ kv, js });
       watch = await watchKv(kv, {

@@ -5,7 +5,7 @@
  * principal authenticated here through its own NATS connection from the {@link PrincipalPool}.
  */
 import { jetstream } from '@nats-io/jetstream';
-import { type KV, Kvm } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   ApiKeyRecord,
@@ -38,6 +38,7 @@ import {
   type StandingView,
   serveApis,
   snapshotKv,
+  startKvm,
   watchKv,
 } from '@parley/kit';
 import { LRUCache } from 'lru-cache';
@@ -339,7 +340,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
     },
 
     async start() {
-      const kvm = new Kvm(deps.nc);
+      const kvm = startKvm(deps.nc, { log });
       bucket = await kvm.open(buckets.gateway);
       const watch = await watchKv(bucket, {
         key: gatewayKeys.apiKey('>'),

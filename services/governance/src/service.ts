@@ -1,5 +1,4 @@
 import { jetstream } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   approvalsApi,
@@ -31,6 +30,7 @@ import {
   type ServiceResponder,
   type ServiceTelemetry,
   serveApis,
+  startKvm,
 } from '@parley/kit';
 import { createApprovals } from './approvals.js';
 import { createAuditChain } from './audit-chain.js';
@@ -106,7 +106,7 @@ export function createGovernanceService(deps: GovernanceDeps): ParleyService & {
     name: 'governance',
     pushRevocations: () => creds().pushRevocations(),
     async start() {
-      const kvm = new Kvm(deps.nc);
+      const kvm = startKvm(deps.nc, { log });
       const policy = await kvm.open(buckets.policy);
       const js = jetstream(deps.nc);
       credentials = createCredentials({

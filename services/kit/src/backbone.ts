@@ -20,6 +20,7 @@ import {
   streamDefinitions,
 } from '@parley/contracts';
 import type { Logger } from 'pino';
+import { retryJetStream } from './jetstream-ready.js';
 import { isConsumerNotFound, isStreamExists, isStreamNotFound } from './nats-errors.js';
 
 function toStreamConfig(d: StreamDefinition): Partial<StreamConfig> & { name: string } {
@@ -72,8 +73,28 @@ const SETUP_TIMEOUT_MS = 30_000;
 /**
  * Creates every stream, KV bucket and object store Parley needs, or brings existing ones to the
  * configured settings. Idempotent: run it at every start, from any number of replicas at once.
+ * While JetStream does not answer yet (a cluster electing its meta leader, a node restarting) the
+ * whole setup is tried again, for up to 90 s (then a clear error: see jetstream-ready.ts).
  */
 export async function ensureBackbone(
+  nc: NatsConnection,
+  options: BackboneOptions,
+  log: Logger,
+): Promise<BackboneReport> {
+  const deadline = Date.now() + 90_000;
+  // A quick probe first: without a meta leader a setup call only times out after SETUP_TIMEOUT_MS.
+  const probe = await jetstreamManager(nc, { checkAPI: false, timeout: 5_000 });
+  await retryJetStream('the JetStream account info', () => probe.getAccountInfo(), {
+    log,
+    deadlineMs: 90_000,
+  });
+  return retryJetStream('the backbone setup', () => ensureBackboneOnce(nc, options, log), {
+    log,
+    deadlineMs: Math.max(1_000, deadline - Date.now()),
+  });
+}
+
+async function ensureBackboneOnce(
   nc: NatsConnection,
   options: BackboneOptions,
   log: Logger,

@@ -4,6 +4,7 @@ export * from './config.js';
 export * from './delegation.js';
 export * from './events.js';
 export * from './http.js';
+export * from './jetstream-ready.js';
 export * from './js-publisher.js';
 export * from './kv.js';
 export * from './logger.js';

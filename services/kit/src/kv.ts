@@ -1,7 +1,9 @@
 /** Helpers for KV buckets: watches that say when they have caught up, snapshots, read-modify-write. */
 import type { KV, KvEntry } from '@nats-io/kv';
 import { ParleyError } from '@parley/contracts';
+import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
+import { retryJetStream } from './jetstream-ready.js';
 import { isKvConflict } from './nats-errors.js';
 
 /** A running watch of {@link watchKv}. */
@@ -20,6 +22,10 @@ export interface WatchKvOptions {
   onEntry: (entry: KvEntry) => void;
   /** Called when `onEntry` throws (the watch goes on). */
   onError?: (err: unknown, entry: KvEntry) => void;
+  /** Where a wait for a briefly unavailable JetStream is logged. */
+  log?: Logger | undefined;
+  /** How long to wait for JetStream to answer the watch's creation. @default 60000 */
+  deadlineMs?: number;
 }
 
 /**
@@ -27,14 +33,20 @@ export interface WatchKvOptions {
  * without scanning key by key), then every change.
  */
 export async function watchKv(kv: KV, options: WatchKvOptions): Promise<KvWatch> {
-  const iter = await kv.watch({ key: options.key ?? '>' });
+  const key = options.key ?? '>';
+  // Usually at a service's start: a cluster that just came up may not answer for a few seconds.
+  const iter = await retryJetStream(`watching ${key} of a KV bucket`, () => kv.watch({ key }), {
+    log: options.log,
+    ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}),
+  });
   // The watcher's consumer knows how many values it will replay first; the client keeps that
   // info (pinned @nats-io/kv 3.4.0) but does not expose it.
   const consumer = (
     iter as unknown as { _data?: { info(cached: boolean): Promise<{ num_pending: number }> } }
   )._data;
   const pending = consumer
-    ? (await consumer.info(true)).num_pending
+    ? (await retryJetStream('the KV watch consumer info', () => consumer.info(true), { log: options.log }))
+        .num_pending
     : // Without that info: an empty bucket has nothing to replay; otherwise the last replayed
       // entry (delta 0) marks the end.
       (await kv.status()).values === 0

@@ -5,7 +5,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import { subjects } from '@parley/contracts';
+import { NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
 import type { Logger } from 'pino';
 
 /** Options of {@link connectNats}. */
@@ -46,6 +46,13 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
     noAsyncTraces: true,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
+    // Per attempt, reconnects included (see NATS_CONNECT_TIMEOUT_MS).
+    timeout: NATS_CONNECT_TIMEOUT_MS,
+    // nats.js stops reconnecting for good after the same authentication error twice: an
+    // "Authentication Timeout" on a busy server is not a verdict on the creds, and a service whose
+    // connection closed never delivers again (a fan-out connection did, after a cluster restart).
+    // A service keeps trying, and says so in its log (watchConnection).
+    ignoreAuthErrorAbort: true,
     pingInterval: 10_000,
     ...options.extra,
   };

@@ -5,7 +5,7 @@
  * the agent's own creds and uses this service only for bindings.
  */
 import { jetstream } from '@nats-io/jetstream';
-import { type KV, Kvm } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   type BoundRoom,
@@ -39,6 +39,7 @@ import {
   type StandingView,
   serveApis,
   snapshotKv,
+  startKvm,
   updateKv,
 } from '@parley/kit';
 import { mintToken, parseToken, secretMatches } from './tokens.js';
@@ -177,7 +178,7 @@ export function createMcpService(deps: McpServiceDeps): McpService {
     },
 
     async start() {
-      const kvm = new Kvm(deps.nc);
+      const kvm = startKvm(deps.nc, { log });
       bindingsKv = await kvm.open(buckets.bindings);
       policyKv = await kvm.open(buckets.policy);
       micro = createMicroService(deps.responder ?? deps.nc, {

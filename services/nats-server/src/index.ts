@@ -112,6 +112,13 @@ export function renderNatsConfig(c: NatsServerConfig): string {
     `host: ${q(c.host)}`,
     `port: ${c.port}`,
     'max_payload: 1MB',
+    // How long a client has to send its CONNECT after the TCP connection: the default (about 2 s)
+    // is missed by a reconnecting client on a busy machine, and nats.js gives up reconnecting for
+    // good after the same authentication error twice (seen: a fan-out connection closed for good
+    // on "Authentication Timeout" after a cluster restart, its partitions never delivered again).
+    'authorization {',
+    '  timeout: 10',
+    '}',
   ];
   if (c.monitorPort !== undefined) lines.push(`http: ${q(`${c.host}:${c.monitorPort}`)}`);
   if (c.pidFile !== undefined) lines.push(`pid_file: ${q(c.pidFile)}`);
@@ -205,8 +212,12 @@ export async function startNatsServer(o: StartNatsServerOptions): Promise<NatsSe
     const onData = (chunk: Buffer) => {
       // Output can still arrive after 'exit' (the pipes drain later): keep it only while the log is open.
       if (!log.writableEnded) log.write(chunk);
-      tail = (tail + chunk.toString()).slice(-4000);
-      if (tail.includes('Server is ready')) resolve();
+      const text = chunk.toString();
+      // Looked for in the chunk itself (with the end of the previous one, for a line split between
+      // two): a recovering node writes thousands of lines at once, and one chunk of them with the
+      // line early in it left it outside the kept tail — the node was up, yet "not ready after 90 s".
+      if ((tail.slice(-64) + text).includes('Server is ready')) resolve();
+      tail = (tail + text).slice(-4000);
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);

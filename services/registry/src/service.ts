@@ -3,8 +3,7 @@
  * start/stop and which handler serves which method; the handlers are in `handlers/` (one file a
  * group), their shared state and helpers in `state.ts`.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
-import { type KvEntry, Kvm } from '@nats-io/kv';
+import type { KvEntry } from '@nats-io/kv';
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import {
   type BackboneOptions,
@@ -22,6 +21,7 @@ import {
   bind,
   createMicroService,
   createStandingView,
+  jetstreamManagerReady,
   type KvWatch,
   type Logger,
   type ParleyService,
@@ -33,6 +33,7 @@ import {
   type StandingView,
   seedRegistry,
   serveApis,
+  startKvm,
   toParleyError,
   watchKv,
 } from '@parley/kit';
@@ -130,11 +131,11 @@ export function createRegistryService(deps: RegistryDeps): ParleyService & {
   return {
     name: 'registry',
     async start() {
-      const kvm = new Kvm(nc);
+      const kvm = startKvm(nc, { log });
       const kv = await kvm.open(buckets.agents);
       const presenceKv = await kvm.open(buckets.presence);
       const policyKv = await kvm.open(buckets.policy);
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManagerReady(nc, { log });
       const ttlMs = (await presenceKv.status()).ttl || 30_000;
       const tracker = createPresence({
         kv: presenceKv,

@@ -28,6 +28,7 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
+  jetstreamManager,
 } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { type NatsConnection, nanos, headers as natsHeaders } from '@nats-io/transport-node';
@@ -120,6 +121,10 @@ export const partitionConsumer = (p: number) => `fanout_${p}`;
 
 /** Most entries a partition consumer pushes before the fan-out acknowledged them. */
 const MAX_ACK_PENDING = 10_000;
+
+/** How long one readiness probe of the inbox stream may take, and how long to keep probing. */
+const PROBE_TIMEOUT_MS = 1_000;
+const PROBE_FOR_MS = 30_000;
 
 /** A replica id as one subject token. */
 const replicaToken = (id: string) => id.replace(/[^A-Za-z0-9_-]/g, '_');
@@ -471,8 +476,36 @@ export function createFanout(o: FanoutOptions) {
         views.clear();
         // Short: the write fails fast while JetStream is away, and every wait adds to the recovery.
         await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
+        await inboxAnswers(conn, stopped);
       }
     }
+  }
+
+  /**
+   * Before a failed batch runs again: until the inbox stream has a leader that answers, polled with
+   * a short timeout. Re-running the batch at once sent its writes to a stream with no leader yet
+   * (a restarted cluster electing), where nothing answers them: each attempt then waited out the
+   * whole PubAck timeout (5 s) even when the stream was back a moment after it was sent, which was
+   * most of a whole-cluster kill's recovery. Bounded: the batch runs again after PROBE_FOR_MS
+   * whatever the answer (and fails or succeeds on its own).
+   */
+  async function inboxAnswers(conn: FanoutConnection, stopped: () => boolean): Promise<void> {
+    const probe = await probeOf(conn);
+    const until = Date.now() + PROBE_FOR_MS;
+    while (!stopped() && Date.now() < until) {
+      const info = await probe.streams.info(streams.inbox).catch(() => undefined);
+      if (info?.cluster?.leader || (info && !info.cluster)) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const probes = new WeakMap<FanoutConnection, Promise<JetStreamManager>>();
+  function probeOf(conn: FanoutConnection): Promise<JetStreamManager> {
+    let p = probes.get(conn);
+    if (!p) {
+      p = jetstreamManager(conn.nc, { checkAPI: false, timeout: PROBE_TIMEOUT_MS });
+      probes.set(conn, p);
+    }
+    return p;
   }
 
   function startWorker(p: number) {

@@ -3,10 +3,12 @@
  *
  * Two loops, so that slow work never delays a renewal:
  * - every third of the TTL, all held leases and this replica's liveness key (`replica.<id>`) are
- *   renewed at once; a lease that could not be renewed for three quarters of the TTL is given up
- *   before it can expire under a worker that still believes it owns the partition; a renewal
- *   refused because the key lapsed (or vanished with a killed nats-server) and nobody took it takes
- *   the key back and keeps the worker;
+ *   renewed at once; a renewal refused because the key lapsed (or vanished with a killed
+ *   nats-server) and nobody took it takes the key back and keeps the worker; a key another replica
+ *   holds is given up; a renewal that got no answer changes nothing (the backbone is away, and the
+ *   worker cannot write either: giving leases up on timeouts restarted every worker after each
+ *   outage). A worker that still runs after another replica took its partition is harmless: every
+ *   inbox write is fenced, and the new holder points the partition consumer at itself;
  * - every TTL, the replica aims at its fair share, ceil(partitions / live replicas): it takes free
  *   partitions up to it, so partitions spread when replicas join and move to the survivors when one
  *   dies (after at most one TTL).
@@ -147,20 +149,26 @@ export function createLeaseManager(o: LeaseManagerOptions) {
           h.revision = await o.kv.update(key(p), value, h.revision);
           h.renewedAt = now;
         } catch (err) {
-          let lost = Date.now() - h.renewedAt > o.ttlMs * 0.75;
-          if (isKvConflict(err)) {
-            const revision = await reclaim(p).catch(() => undefined);
-            if (revision !== undefined && held.get(p) === h) {
-              h.revision = revision;
-              h.renewedAt = now;
-              return;
-            }
-            lost = true;
+          // A renewal that timed out or found no JetStream loses nothing by itself: the backbone is
+          // away (a restart, leader elections) and the worker cannot write anyway. Giving the lease
+          // up there restarted every worker after each outage and recreated its consumer, seconds
+          // of recovery. Only the backbone's answer decides: a key someone else holds is lost.
+          if (!isKvConflict(err)) return;
+          let revision: number | undefined;
+          try {
+            revision = await reclaim(p);
+          } catch {
+            // No answer to the reclaim either: try again at the next renewal.
+            return;
           }
-          if (lost) {
-            log.warn({ partition: p, err: (err as Error).message }, 'lease lost');
-            if (held.get(p) === h) release(p, false);
+          if (held.get(p) !== h) return;
+          if (revision !== undefined) {
+            h.revision = revision;
+            h.renewedAt = now;
+            return;
           }
+          log.warn({ partition: p, err: (err as Error).message }, 'lease lost');
+          release(p, false);
         }
       }),
     ]);

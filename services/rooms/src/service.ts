@@ -1,5 +1,4 @@
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
+import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import {
   buckets,
@@ -16,6 +15,7 @@ import {
   createMicroService,
   type DelegationVerifier,
   JsPublisher,
+  jetstreamManagerReady,
   type Logger,
   type MicroService,
   type ParleyService,
@@ -23,6 +23,7 @@ import {
   type ServiceResponder,
   type ServiceTelemetry,
   serveApis,
+  startKvm,
 } from '@parley/kit';
 import type { RoomsConfig } from './config.js';
 import { createConsentGate } from './consent.js';
@@ -82,8 +83,8 @@ export function createRoomsService(
     name: 'rooms',
     async start() {
       const js = jetstream(deps.nc);
-      const jsm = await jetstreamManager(deps.nc);
-      const kvm = new Kvm(deps.nc);
+      const jsm = await jetstreamManagerReady(deps.nc, { log });
+      const kvm = startKvm(deps.nc, { log });
       const rooms = await kvm.open(buckets.rooms);
       const leases = await kvm.open(buckets.leases);
       const participants = createParticipantDirectory(jsm);
@@ -235,7 +236,12 @@ export function createRoomsService(
           const publisher = new JsPublisher(fnc, replyPrefix);
           await publisher.start();
           publishers.push(publisher);
-          connections.push({ nc: fnc, js: jetstream(fnc), jsm: await jetstreamManager(fnc), publisher });
+          connections.push({
+            nc: fnc,
+            js: jetstream(fnc),
+            jsm: await jetstreamManagerReady(fnc, { log }),
+            publisher,
+          });
         }
         if (connections.length === 0) {
           const publisher = new JsPublisher(deps.nc, replyPrefix);

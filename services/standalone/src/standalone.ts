@@ -4,7 +4,7 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type ConsentConfig, defaultConfig as consentDefaults, createConsentService } from '@parley/consent';
@@ -32,9 +32,11 @@ import {
   createMetrics,
   ensureBackbone,
   ensureInboxConsumer,
+  jetstreamManagerReady,
   type Logger,
   type ParleyMetrics,
   type ParleyService,
+  retryJetStream,
   serverList,
   startTelemetry,
   type Telemetry,
@@ -362,10 +364,15 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     const setup = await connectAs('standalone');
     natsVersion = setup.info?.version ?? 'unknown';
     const report = await ensureBackbone(setup, o.backbone ?? {}, log);
-    jsm = await jetstreamManager(setup);
-    await releaseStaleLeases(setup, log);
+    jsm = await jetstreamManagerReady(setup, { log });
+    const ready = jsm;
+    await retryJetStream('releasing stale leases', () => releaseStaleLeases(setup, log), { log });
     // The local admin takes part like anyone else: it needs an inbox.
-    await ensureInboxConsumer(jsm, home.state.admin.id, o.backbone ?? {});
+    await retryJetStream(
+      'the admin inbox consumer',
+      () => ensureInboxConsumer(ready, home.state.admin.id, o.backbone ?? {}),
+      { log },
+    );
     log.debug({ report }, 'backbone ready');
 
     const registry = createRegistryService({
