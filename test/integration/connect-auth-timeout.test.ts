@@ -9,8 +9,8 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { readFile } from 'node:fs/promises';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isParleyError, newId } from '@parley/contracts';
@@ -81,24 +81,34 @@ describe('connect when the server times out the authentication', () => {
 
   it('says UNAVAILABLE, not UNAUTHENTICATED, when every attempt times out', async () => {
     // An auth timeout no client can meet: the server closes every connection with the -ERR.
-    const strict = await startServer({ operator: true, authTimeoutSeconds: 0.000001, keys: server.operator?.keys });
+    const strict = await startServer({
+      operator: true,
+      authTimeoutSeconds: 0.000001,
+      keys: server.operator?.keys,
+    });
     try {
       const err = await connect({ servers: strict.url, creds, presence: false }).then(
         () => assert.fail('connected despite the auth timeout'),
         (e: unknown) => e,
       );
       assert.equal(await codeOf(Promise.reject(err)), 'UNAVAILABLE');
-      assert.ok(isParleyError(err) && /timed out the authentication of .* 5 times/.test(err.message), String(err));
+      assert.ok(
+        isParleyError(err) && /timed out the authentication of .* 5 times/.test(err.message),
+        String(err),
+      );
       assert.ok((err.retryAfterMs ?? 0) > 0);
     } finally {
       await strict.stop();
     }
   });
 
-  it('a deployment's server gives 10 s to authenticate (the 2 s default closed agents connecting at once)', async () => {
+  it("a deployment's server gives 10 s to authenticate (the 2 s default closed agents connecting at once)", async () => {
     const normal = await startServer({ operator: true, keys: server.operator?.keys });
     try {
-      assert.match(await readFile(join(normal.dir, 'n1', 'nats-server.conf'), 'utf8'), /authorization \{ timeout: 10 \}/);
+      assert.match(
+        await readFile(join(normal.dir, 'n1', 'nats-server.conf'), 'utf8'),
+        /authorization \{ timeout: 10 \}/,
+      );
       const agent = await connect({ servers: normal.url, creds, presence: false });
       assert.equal(agent.id, id);
       await agent.close();
