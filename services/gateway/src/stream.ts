@@ -15,9 +15,9 @@
  *   resume works on any gateway replica.
  * - One stream per principal: a new one replaces the old (closed with 4000 "replaced").
  */
-import { ParleyError, roomsApi } from '@parley/contracts';
+import { type ApiResponse, isParleyError, ParleyError, roomsApi } from '@parley/contracts';
 import { updateKv } from '@parley/kit';
-import { type Agent, deliveryEventOf, type PulledDelivery } from '@parley/sdk';
+import { type Agent, deliveryEventOf, type PulledDelivery, type RetentionGap } from '@parley/sdk';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSocket } from 'ws';
 import * as z from 'zod';
@@ -68,6 +68,8 @@ export interface StreamFrame {
   message: PulledDelivery['message'];
   redelivered: boolean;
   backfilled: boolean;
+  /** On the first frame of a room after messages lost to retention (see the SDK's `Delivery.gap`). */
+  gap?: RetentionGap;
 }
 
 /** Where a stream writes: resolves once the frame was written to the socket. */
@@ -121,14 +123,25 @@ async function run(
         const members = await agent.call(roomsApi.get, { room }).catch(() => undefined);
         const mine = members?.members.find((m) => m.id === me);
         let after = from;
+        let gap: RetentionGap | undefined;
         for (;;) {
-          const page = await agent.call(roomsApi.history, {
-            room,
-            order: 'oldest',
-            after,
-            before: r.last + 1,
-            limit: 200,
-          });
+          let page: ApiResponse<typeof roomsApi.history>;
+          try {
+            page = await agent.call(roomsApi.history, {
+              room,
+              order: 'oldest',
+              after,
+              before: r.last + 1,
+              limit: 200,
+            });
+          } catch (err) {
+            // The cursor is older than the room log retains: go on from where it starts, and say so.
+            const retainedFrom = Number((err as ParleyError).details?.retainedFrom);
+            if (!isParleyError(err, 'HISTORY_EXPIRED') || gap || !(retainedFrom > after)) throw err;
+            gap = { after: from, retainedFrom };
+            after = retainedFrom - 1;
+            continue;
+          }
           for (const e of page.entries) {
             after = e.seq;
             const event = deliveryEventOf(e.message);
@@ -137,8 +150,17 @@ async function run(
               continue;
             if (sink.closed) return;
             await sink.write(
-              frame({ event, room, roomSeq: e.seq, message: e.message, redelivered: true, backfilled: true }),
+              frame({
+                event,
+                room,
+                roomSeq: e.seq,
+                message: e.message,
+                redelivered: true,
+                backfilled: true,
+                ...(gap ? { gap } : {}),
+              }),
             );
+            gap = undefined;
           }
           if (!page.more) break;
         }
@@ -166,6 +188,7 @@ async function run(
               message: d.message,
               redelivered: d.redelivered,
               backfilled: d.backfilled,
+              ...(d.gap ? { gap: d.gap } : {}),
             }),
           ),
         );

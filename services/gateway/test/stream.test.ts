@@ -25,6 +25,7 @@ interface Frame {
   roomSeq: number;
   event: string;
   message: { parts: { type: string; text?: string }[]; sender: { id: string } };
+  gap?: { after: number; retainedFrom: number };
 }
 
 /** A WebSocket client that collects frames. */
@@ -202,5 +203,53 @@ describe('gateway live stream', () => {
       ['s0', 's1', 's2', 's3', 's4', 's5'],
     );
     await a.close();
+  });
+});
+
+describe('gateway live stream past the room log’s retention (10 entries per room)', () => {
+  let parley: TestParley;
+  let admin: Agent;
+  before(async () => {
+    parley = await startParley({ backbone: { roomsMaxMsgsPerRoom: 10 } });
+    admin = await connectAdmin(parley);
+  });
+  after(async () => {
+    await admin?.close();
+    await parley?.destroy();
+  });
+
+  it('a resume from a position the room log no longer holds goes on from where it starts, with the gap', async () => {
+    const wsBase = parley.httpUrl.replace(/^http/, 'ws');
+    const { creds } = await createAgent(admin, { name: 'capped-sender' });
+    const { agent: reader } = await createAgent(admin, { name: 'capped-reader' });
+    const a = await connectTo(parley, creds);
+    const room = await a.rooms.create('capped', { members: [reader.id] });
+    const { key } = await admin.call(gatewayApi.createKey, { agent: reader.id, scopes: ['read'] });
+    const first = openStream(`${wsBase}/v1/stream`, key);
+    await first.opened;
+    const sent: number[] = [];
+    for (let i = 0; i < 15; i++) sent.push((await room.send(`c${i}`)).roomSeq);
+    await waitFor(() => first.frames.filter((f) => f.event === 'message').length >= 15, 'fifteen frames');
+    // The client handled two and died; the room then kept only its newest 10 entries (c5..c14).
+    const cursor = first.frames.filter((f) => f.event === 'message')[1]?.cursor as string;
+    first.ws.terminate();
+    await first.closed;
+
+    const second = openStream(`${wsBase}/v1/stream?cursor=${cursor}`, key);
+    try {
+      await second.opened;
+      // The marker only once the resume read is done: a new entry would push another old one out.
+      await waitFor(() => second.frames.some((f) => textOf(f) === 'c14'), 'the resumed frames');
+      await room.send('marker');
+      await waitFor(() => second.frames.some((f) => textOf(f) === 'marker'), 'the marker');
+      const frames = second.frames.filter((f) => f.event === 'message');
+      assert.deepEqual(frames.map(textOf), [...Array.from({ length: 10 }, (_, i) => `c${i + 5}`), 'marker']);
+      assert.deepEqual(frames[0]?.gap, { after: sent[1], retainedFrom: sent[5] });
+      assert.ok(frames.slice(1).every((f) => f.gap === undefined));
+    } finally {
+      second.ws.close();
+      await second.closed;
+      await a.close();
+    }
   });
 });

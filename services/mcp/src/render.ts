@@ -45,6 +45,8 @@ export interface RenderedMessage {
   contact?: ContactNotice;
   /** Delivered before (e.g. to a session that crashed before returning it). */
   redelivered?: boolean;
+  /** Messages of this room between these positions may be lost to retention (the SDK's `Delivery.gap`). */
+  gap?: { after: number; retainedFrom: number };
 }
 
 /** What is needed to render one message. */
@@ -55,6 +57,7 @@ export interface MessageInput {
   event?: RenderedMessage['event'];
   trusted: boolean;
   redelivered?: boolean;
+  gap?: RenderedMessage['gap'];
 }
 
 /** The structured form of a message. */
@@ -104,6 +107,7 @@ export function structure(input: MessageInput): RenderedMessage {
     ...(files.length ? { files } : {}),
     ...(notice?.success ? { contact: notice.data } : {}),
     ...(input.redelivered ? { redelivered: true } : {}),
+    ...(input.gap ? { gap: input.gap } : {}),
   };
 }
 
@@ -143,6 +147,11 @@ export function renderMessages(messages: RenderedMessage[], fence: string): stri
   const blocks: string[] = [];
   for (const r of messages) {
     const head = `[${r.room} #${r.seq}] ${r.id}`;
+    if (r.gap) {
+      blocks.push(
+        `[${r.room}] ⚠ messages of this room after #${r.gap.after} and before #${r.gap.retainedFrom} may be missing: you were away longer than the inbox and the room history keep them`,
+      );
+    }
     if (r.event === 'room_event') {
       blocks.push(`${head} ${roomEventLine(r)}`);
       continue;

@@ -99,6 +99,7 @@ async function render(
     roomSeq: number;
     event?: PulledDelivery['event'];
     redelivered?: boolean;
+    gap?: PulledDelivery['gap'];
   }[],
 ): Promise<RenderedMessage[]> {
   return Promise.all(
@@ -110,6 +111,7 @@ async function render(
         ...(d.event ? { event: d.event } : {}),
         trusted: (await runtime.trustOf(d.message)) === 'internal',
         ...(d.redelivered ? { redelivered: true } : {}),
+        ...(d.gap ? { gap: d.gap } : {}),
       }),
     ),
   );
