@@ -71,7 +71,8 @@ if (r.status === 0) process.exit(0);
 // handled anything for 120000 ms"). The causes found are fixed (an SDK lane waiting for a nak'ed
 // message behind an older redelivery; a fan-out connection closed for good on "Authentication
 // Timeout"; a restarted node whose "Server is ready" the launcher missed), but fewer than ten
-// consecutive passes under load were shown yet. Until then that file alone may run once more when
+// consecutive passes under load were shown yet, and one more failure (two members never got the
+// same 15 messages of a room) is not diagnosed. Until then that file alone may run once more when
 // it is the only failure, and the run says so loudly. Any other failing file fails the run at once;
 // so does this one when it fails twice.
 const KNOWN_DEFECTS = new Set(nodes === '3' ? [resolve(root, 'test/integration/reliability.test.ts')] : []);
