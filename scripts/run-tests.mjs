@@ -66,11 +66,15 @@ const run = (list, tap) =>
 const r = run(files, tapFile);
 if (r.status === 0) process.exit(0);
 
-// KNOWN DEFECT, issue 12 (open): on a 3-node cluster, delivery sometimes stalls for good after a
+// KNOWN DEFECT, issue 12: on a 3-node cluster, delivery sometimes stalled for good after a
 // nats-server kill -9 under traffic (the nats-kill reliability test's stall guard: "no member
-// handled anything for 120000 ms"), in about one run of three. Until it is fixed, that file alone
-// may run once more when it is the only failure, and the run says so loudly. Any other failing
-// file fails the run at once; so does this one when it fails twice.
+// handled anything for 120000 ms"). The causes found are fixed (an SDK lane waiting for a nak'ed
+// message behind an older redelivery; a fan-out connection closed for good on "Authentication
+// Timeout"; a restarted node whose "Server is ready" the launcher missed), but fewer than ten
+// consecutive passes under load were shown yet, and one more failure (two members never got the
+// same 15 messages of a room) is not diagnosed. Until then that file alone may run once more when
+// it is the only failure, and the run says so loudly. Any other failing file fails the run at once;
+// so does this one when it fails twice.
 const KNOWN_DEFECTS = new Set(nodes === '3' ? [resolve(root, 'test/integration/reliability.test.ts')] : []);
 let failed = [];
 try {

@@ -10,7 +10,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { startNatsServer } from '../src/index.js';
+import { startNatsServer } from '@parley/nats-server';
 
 describe('nats-server launcher readiness', () => {
   let dir: string | undefined;
