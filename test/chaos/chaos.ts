@@ -36,7 +36,7 @@
  * Nothing is retried to hide a failure: the first violation stops the faults, and the run fails.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { copyFile, cp, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   DeliverPolicy,
@@ -95,7 +95,10 @@ export interface ChaosOptions {
   seed?: number;
   /** Progress lines. */
   log?: (line: string) => void;
-  /** Copy every node's nats-server log and every replica's output (at info level) here at the end. */
+  /**
+   * Copy every node's nats-server log and store, and every replica's output (at info level), here at
+   * the end.
+   */
   keepLogsIn?: string;
 }
 
@@ -609,6 +612,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           join(parley.cluster.dir, `n${i + 1}`, 'nats-server.log'),
           join(o.keepLogsIn, `n${i + 1}.log`),
         ).catch(() => {});
+      // The nodes' stores too (after the replicas stopped): which replica holds which entry.
+      await cp(parley.cluster.dir, join(o.keepLogsIn, 'cluster'), { recursive: true }).catch(() => {});
       const last = replicas.map((r, i) => `--- replica-${i} (last run)\n${r?.output() ?? ''}`);
       await writeFile(join(o.keepLogsIn, 'replicas.log'), [...replicaOutput, ...last].join('\n'));
     }
