@@ -36,7 +36,7 @@
  * Nothing is retried to hide a failure: the first violation stops the faults, and the run fails.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { copyFile, cp, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   DeliverPolicy,
@@ -58,6 +58,7 @@ import {
   type TestServer,
   waitFor,
 } from '@parley/test/harness';
+import { InboxChains, LeaseHolders, RoomOrder } from './invariants.js';
 import { RoutePartitions } from './partition.js';
 
 /** The resume bound the chaos test enforces (ms); docs/operations.md says how it was measured. */
@@ -94,7 +95,10 @@ export interface ChaosOptions {
   seed?: number;
   /** Progress lines. */
   log?: (line: string) => void;
-  /** Copy every node's nats-server log and every replica's output (at info level) here at the end. */
+  /**
+   * Copy every node's nats-server log and store, and every replica's output (at info level), here at
+   * the end.
+   */
   keepLogsIn?: string;
 }
 
@@ -255,6 +259,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       rooms.push({ id: room.id, ...r });
     }
 
+    const order = new RoomOrder();
     let backfilled = 0;
     let redelivered = 0;
     const progress: (() => void)[] = [];
@@ -263,12 +268,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const at = Date.now();
         if (d.backfilled) backfilled++;
         if (d.redelivered) redelivered++;
-        const last = m.last.get(d.room) ?? 0;
-        if (d.roomSeq <= last)
-          violation(
-            `${m.id} handled ${d.room} position ${d.roomSeq} after ${last} (${d.roomSeq === last ? 'twice' : 'out of order'}, message ${d.message.id})`,
-          );
-        m.last.set(d.room, Math.max(last, d.roomSeq));
+        const broken = order.handled(m.id, d.room, d.roomSeq, d.message.id);
+        if (broken) violation(broken);
+        m.last.set(d.room, Math.max(m.last.get(d.room) ?? 0, d.roomSeq));
         const list = m.handled.get(d.room) ?? [];
         list.push(d.message.id);
         m.handled.set(d.room, list);
@@ -303,8 +305,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       watching = false;
     });
     const keyPrefix = `$KV.${buckets.leases}.`;
-    let leaseHandovers = 0;
-    const holders = new Map<string, { holder: string; at: number } | undefined>();
+    const leases = new LeaseHolders(ttlMs);
     follow(
       js,
       leaseStream,
@@ -312,29 +313,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       () => watching,
       (m) => {
         const key = m.subject.slice(keyPrefix.length);
-        if (m.headers?.get('KV-Operation')) {
-          holders.set(key, undefined);
-          return;
+        if (m.headers?.get('KV-Operation')) leases.release(key);
+        else {
+          const holder = (m.json() as { replica?: string }).replica ?? '?';
+          const broken = leases.write(key, holder, m.info.timestampNanos / 1e6);
+          if (broken) violation(broken);
         }
-        const holder = (m.json() as { replica?: string }).replica ?? '?';
-        const at = m.info.timestampNanos / 1e6;
-        const prev = holders.get(key);
-        if (prev && prev.holder !== holder) {
-          leaseHandovers++;
-          // Expiry runs on the server's timer, never early: a new holder under a TTL after the last
-          // write of the previous one, without a release, is a second holder.
-          if (at - prev.at < ttlMs)
-            violation(
-              `lease ${key} taken by ${holder} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it, with no release (TTL ${ttlMs} ms): two holders`,
-            );
-        }
-        holders.set(key, { holder, at });
       },
     );
 
     // The inbox stream: per (member, room) subject, room positions grow and each names the one before.
-    let inboxEntries = 0;
-    const lastWritten = new Map<string, number>();
+    const inbox = new InboxChains();
     for (const member of members)
       follow(
         js,
@@ -342,16 +331,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         subjects.inboxAll(member.id),
         () => watching,
         (m) => {
-          inboxEntries++;
-          const seq = Number(m.headers?.get(headerNames.roomSeq));
-          const prev = Number(m.headers?.get(headerNames.prevSeq) || 0);
-          const last = lastWritten.get(m.subject) ?? 0;
-          if (!(seq > last)) violation(`inbox ${m.subject}: position ${seq} written after ${last}`);
-          else if (last > 0 && prev !== last)
-            violation(
-              `inbox ${m.subject}: position ${seq} names ${prev} before it, the last written was ${last}`,
-            );
-          lastWritten.set(m.subject, Math.max(seq, last));
+          const broken = inbox.entry(
+            m.subject,
+            Number(m.headers?.get(headerNames.roomSeq)),
+            Number(m.headers?.get(headerNames.prevSeq) || 0),
+          );
+          if (broken) violation(broken);
         },
       );
 
@@ -557,10 +542,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const behind = () =>
       members.flatMap((m) =>
         [...m.last]
-          .filter(([room, seq]) => (lastWritten.get(subjects.inbox(m.id, room)) ?? 0) < seq)
+          .filter(([room, seq]) => inbox.last(subjects.inbox(m.id, room)) < seq)
           .map(
-            ([room, seq]) =>
-              `${m.id}/${room} read to ${lastWritten.get(subjects.inbox(m.id, room)) ?? 0} of ${seq}`,
+            ([room, seq]) => `${m.id}/${room} read to ${inbox.last(subjects.inbox(m.id, room))} of ${seq}`,
           ),
       );
     await waitFor(
@@ -608,8 +592,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       delivered,
       backfilled,
       redelivered,
-      leaseHandovers,
-      inboxEntries,
+      leaseHandovers: leases.handovers,
+      inboxEntries: inbox.entries,
       violations,
       ...(diagnostics ? { diagnostics } : {}),
     };
@@ -628,6 +612,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           join(parley.cluster.dir, `n${i + 1}`, 'nats-server.log'),
           join(o.keepLogsIn, `n${i + 1}.log`),
         ).catch(() => {});
+      // The nodes' stores too (after the replicas stopped): which replica holds which entry.
+      await cp(parley.cluster.dir, join(o.keepLogsIn, 'cluster'), { recursive: true }).catch(() => {});
       const last = replicas.map((r, i) => `--- replica-${i} (last run)\n${r?.output() ?? ''}`);
       await writeFile(join(o.keepLogsIn, 'replicas.log'), [...replicaOutput, ...last].join('\n'));
     }

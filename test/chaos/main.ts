@@ -24,7 +24,7 @@ delivery does not resume within the bound after a fault, or when a fan-out lease
   --rate <n>          messages per second per room (3 rooms; default 5)
   --seed <n>          seed of the node choices (printed by every run)
   --json <file>       write the report as JSON
-  --keep-logs <dir>   copy the nats-server logs and the replicas' output (info level) there
+  --keep-logs <dir>   copy the nats-server logs and stores and the replicas' output (info level) there
   --help              this text
 `;
 

@@ -1,0 +1,48 @@
+/**
+ * The chaos test's invariant checks catch what they are for: a second lease holder, an inbox written
+ * out of order or by two writers, a message handled twice or out of room order — and accept the
+ * histories a healthy run produces.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { InboxChains, LeaseHolders, RoomOrder } from './invariants.js';
+
+describe('chaos invariants', () => {
+  it('a lease taken by another replica before the TTL, without a release, is two holders', () => {
+    const l = new LeaseHolders(6_000);
+    assert.equal(l.write('fanout.1', 'replica-0', 1_000), undefined);
+    assert.equal(l.write('fanout.1', 'replica-0', 3_000), undefined, 'renewals');
+    assert.match(
+      l.write('fanout.1', 'replica-1', 5_000) ?? '',
+      /taken by replica-1 2000 ms after replica-0.*two holders/,
+    );
+    // After expiry (a TTL after the last write) or a release, a new holder is legal.
+    assert.equal(l.write('fanout.2', 'replica-0', 1_000), undefined);
+    assert.equal(l.write('fanout.2', 'replica-1', 7_000), undefined);
+    l.release('fanout.2');
+    assert.equal(l.write('fanout.2', 'replica-0', 7_001), undefined);
+    assert.equal(l.handovers, 2, 'a write after a release is a fresh start, not a handover');
+  });
+
+  it('an inbox entry at or below the last position, or not naming the one before it, is caught', () => {
+    const c = new InboxChains();
+    const s = 'parley.inbox.agt_a.room_b';
+    assert.equal(c.entry(s, 10, 0), undefined);
+    assert.equal(c.entry(s, 14, 10), undefined);
+    assert.match(c.entry(s, 14, 10) ?? '', /position 14 written after 14/);
+    assert.match(c.entry(s, 12, 10) ?? '', /position 12 written after 14/);
+    assert.match(c.entry(s, 20, 12) ?? '', /names 12 before it, the last written was 14/);
+    assert.equal(c.entry('parley.inbox.agt_a.room_c', 11, 0), undefined, 'subjects are independent');
+    assert.equal(c.last(s), 20);
+    assert.equal(c.entries, 6);
+  });
+
+  it('a message handled twice or out of room order is caught per member and room', () => {
+    const o = new RoomOrder();
+    assert.equal(o.handled('a', 'r', 3, 'm3'), undefined);
+    assert.equal(o.handled('b', 'r', 3, 'm3'), undefined, 'another member');
+    assert.equal(o.handled('a', 'r', 7, 'm7'), undefined);
+    assert.match(o.handled('a', 'r', 7, 'm7') ?? '', /twice/);
+    assert.match(o.handled('a', 'r', 5, 'm5') ?? '', /out of order/);
+  });
+});

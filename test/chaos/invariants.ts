@@ -1,0 +1,66 @@
+/**
+ * The invariants the chaos test checks while faults run, as small state machines fed with what the
+ * test observes; each returns a sentence when the invariant breaks (see chaos.ts).
+ */
+
+/**
+ * The fan-out lease never has two holders: a key changes holder only after the previous holder's
+ * last write expired (the bucket's TTL after it; expiry runs on the server's timer, never early) or
+ * was released (deleted).
+ */
+export class LeaseHolders {
+  readonly #holders = new Map<string, { holder: string; at: number } | undefined>();
+  /** Holder changes seen. */
+  handovers = 0;
+  constructor(private readonly ttlMs: number) {}
+  /** `holder` wrote `key` at `at` (server time, ms). */
+  write(key: string, holder: string, at: number): string | undefined {
+    const prev = this.#holders.get(key);
+    this.#holders.set(key, { holder, at });
+    if (!prev || prev.holder === holder) return undefined;
+    this.handovers++;
+    if (at - prev.at >= this.ttlMs) return undefined;
+    return `lease ${key} taken by ${holder} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it, with no release (TTL ${this.ttlMs} ms): two holders`;
+  }
+  /** `key` was deleted or purged (handed over). */
+  release(key: string): void {
+    this.#holders.set(key, undefined);
+  }
+}
+
+/**
+ * No inbox subject is written out of order or by two writers: room positions grow, and each entry
+ * names the one before it (`Parley-Prev-Seq`).
+ */
+export class InboxChains {
+  readonly #last = new Map<string, number>();
+  /** Entries seen. */
+  entries = 0;
+  /** An entry of `subject` at room position `seq`, naming `prev` (0 when absent). */
+  entry(subject: string, seq: number, prev: number): string | undefined {
+    this.entries++;
+    const last = this.#last.get(subject) ?? 0;
+    this.#last.set(subject, Math.max(seq, last));
+    if (!(seq > last)) return `inbox ${subject}: position ${seq} written after ${last}`;
+    if (last > 0 && prev !== last)
+      return `inbox ${subject}: position ${seq} names ${prev} before it, the last written was ${last}`;
+    return undefined;
+  }
+  /** The highest position read on `subject`. */
+  last(subject: string): number {
+    return this.#last.get(subject) ?? 0;
+  }
+}
+
+/** A member handles each message of a room once, in room order. */
+export class RoomOrder {
+  readonly #last = new Map<string, number>();
+  /** `member` handled message `id` at position `seq` of `room`. */
+  handled(member: string, room: string, seq: number, id: string): string | undefined {
+    const key = `${member}/${room}`;
+    const last = this.#last.get(key) ?? 0;
+    this.#last.set(key, Math.max(seq, last));
+    if (seq > last) return undefined;
+    return `${member} handled ${room} position ${seq} after ${last} (${seq === last ? 'twice' : 'out of order'}, message ${id})`;
+  }
+}
