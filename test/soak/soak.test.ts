@@ -32,8 +32,8 @@ describe('soak (short form)', () => {
 
 /**
  * The short form's shape (why, in docs/operations.md, “Soak”): two minutes can hold a warm-up of
- * the Node processes but not of nats-server (its RSS settles after ~5 min of traffic; the long form
- * holds it to 10%), so here it fails only when it runs away (+50%). Lateness is counted at 1 s and
+ * the Node processes but not of nats-server (its RSS rose 18–36% within each two-minute run,
+ * and for the first 15 minutes of the hour; the long form holds it to 10%), so here it fails only when it runs away (+50%). Lateness is counted at 1 s and
  * printed, but fails here only past 10 s — a stall: on a shared machine at load 20–30 every process
  * waits on the run queue as long as it runs, and a 1 s bound would time the machine, not Parley.
  */

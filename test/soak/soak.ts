@@ -95,7 +95,7 @@ export interface SoakInterval {
   roomsClosed: number;
   connects: number;
   disconnects: number;
-  /** Connects that failed and were tried again. */
+  /** Connects, room creates and closes that failed and were tried again. */
   connectErrors: number;
   /** Median RSS of the interval's samples, MB. */
   rssMb: Record<ProcessName, number>;
@@ -141,7 +141,7 @@ export interface SoakResult {
     roomsClosed: number;
     connects: number;
     disconnects: number;
-    /** Failed connects (tried again), by code and reason. */
+    /** Failed connects, room creates and closes (tried again), by call and code. */
     connectErrors: Record<string, number>;
     latencyMs: { p50: number; p99: number; max: number };
   };
@@ -376,28 +376,33 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
     };
 
     const connectErrors: Record<string, number> = {};
+    // A connect, create or close that fails for a passing reason (the server's authentication
+    // timeout, DEADLINE_EXCEEDED, UNAVAILABLE on a loaded machine) is tried again, as an agent's
+    // supervisor would; each failure is counted by call and code, and only the fifth fails the run.
+    const retried = async <T>(what: string, call: () => Promise<T>): Promise<T> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await call();
+        } catch (err) {
+          const code = isParleyError(err) ? err.code : (err as Error).name;
+          const key = `${what}: ${code}`;
+          connectErrors[key] = (connectErrors[key] ?? 0) + 1;
+          cur.connectErrors++;
+          if (attempt >= 5) throw err;
+          await new Promise((r) => setTimeout(r, 500 * attempt));
+        }
+      }
+    };
     const openRoom = async () => {
       const picked = idle.splice(0, membersPerRoom);
       if (picked.length < membersPerRoom) throw new Error('the agent pool ran dry');
       const members: Agent[] = [];
-      // A connect refused for a passing reason (the server's authentication timeout on a loaded
-      // machine, UNAVAILABLE) is tried again, as an agent's supervisor would; each is counted.
-      for (const c of picked) {
-        for (let attempt = 1; ; attempt++) {
-          try {
-            members.push(await connectAgent(c));
-            break;
-          } catch (err) {
-            const key = `${isParleyError(err) ? err.code : (err as Error).name}: ${(err as Error).message.split(': ').at(-1)?.split('.')[0]}`;
-            connectErrors[key] = (connectErrors[key] ?? 0) + 1;
-            cur.connectErrors++;
-            if (attempt >= 5) throw err;
-            await new Promise((r) => setTimeout(r, 500 * attempt));
-          }
-        }
-      }
+      for (const c of picked) members.push(await retried('connect', () => connectAgent(c)));
       const [owner, ...rest] = members as [Agent, ...Agent[]];
-      const room = await owner.rooms.create(`soak ${totals.created}`, { members: rest.map((m) => m.id) });
+      // A create retried after a timeout may leave the first room behind, empty of traffic.
+      const room = await retried('rooms.create', () =>
+        owner.rooms.create(`soak ${totals.created}`, { members: rest.map((m) => m.id) }),
+      );
       const r: OpenRoom = {
         id: room.id,
         members,
@@ -434,7 +439,9 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
           );
         }
       }
-      await r.members[0]?.rooms.room(r.id).close();
+      const owner = r.members[0];
+      // Closing a closed room answers the room: a retry is safe.
+      if (owner) await retried('rooms.close', () => owner.rooms.room(r.id).close());
       open.delete(r.id);
       cur.closed++;
       totals.closed++;
@@ -680,7 +687,7 @@ export function formatSoak(r: SoakResult): string {
     HEADER,
     ...r.intervals.map(formatRow),
     '',
-    `totals: ${r.totals.accepted} accepted, ${r.totals.deliveries} deliveries, ${r.totals.roomsCreated} rooms created / ${r.totals.roomsClosed} closed, ${r.totals.connects} connects / ${r.totals.disconnects} disconnects (failed connects, tried again: ${JSON.stringify(r.totals.connectErrors)}); sends refused ${JSON.stringify(r.totals.refused)}`,
+    `totals: ${r.totals.accepted} accepted, ${r.totals.deliveries} deliveries, ${r.totals.roomsCreated} rooms created / ${r.totals.roomsClosed} closed, ${r.totals.connects} connects / ${r.totals.disconnects} disconnects (failed and tried again: ${JSON.stringify(r.totals.connectErrors)}); sends refused ${JSON.stringify(r.totals.refused)}`,
     `latency (uniform sample of ${Math.min(20_000, r.totals.deliveries)} deliveries): p50 ${r.totals.latencyMs.p50} ms, p99 ${r.totals.latencyMs.p99} ms, max ${r.totals.latencyMs.max} ms; late after warm-up: ${r.totals.late}`,
     `growth after warm-up (median of first vs last ${r.windowSeconds} s): ${PROCESSES.map((p) => `${p} ${r.growth[p].firstMb} → ${r.growth[p].lastMb} MB (${round(r.growth[p].growth * 100)}%)`).join(', ')}`,
     r.failures.length ? `FAILED:\n  ${r.failures.slice(0, 30).join('\n  ')}` : 'passed',
