@@ -112,15 +112,15 @@ export async function renderScaleChart(results: ScaleResult[]): Promise<string> 
           axis: { values: [100, 1000, 10000], format: ',d' },
         },
         y: { field: 'value', type: 'quantitative', title: p.unit },
-        color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', columns: 2 } },
-        strokeDash: {
+        color: {
           field: 'series',
           type: 'nominal',
-          legend: null,
+          title: null,
+          legend: { orient: 'bottom', columns: 1, labelLimit: 400 },
         },
       },
     })),
-    resolve: { scale: { color: 'independent', strokeDash: 'independent' } },
+    resolve: { scale: { color: 'independent' } },
   };
   const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
   const svg = await view.toSVG();

@@ -80,6 +80,8 @@ const result = await runScale({
   fraction: number('fraction', args.fraction, 0.25),
   consumerSamples: 20,
   progress,
+  // The file holds every tier measured so far: a run stopped at 10,000 agents keeps 100 and 1,000.
+  onStep: (partial) => (args.out ? writeFile(args.out, `${JSON.stringify(partial, null, 2)}\n`) : undefined),
 });
 const json = `${JSON.stringify(result, null, 2)}\n`;
 if (args.out) await writeFile(args.out, json);

@@ -55,6 +55,8 @@ export interface ScaleOptions {
   consumerSamples: number;
   /** Progress lines. */
   progress: (line: string) => void;
+  /** Called with the result so far after each tier (a long run that dies keeps what it measured). */
+  onStep?: (partial: ScaleResult) => unknown;
 }
 
 /** Percentiles in milliseconds. */
@@ -549,23 +551,31 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
         `tier ${tier}: ${step.connected} connected; connect p50 ${step.connectMs.p50} ms, attach p50 ${step.attachMs.p50} ms; burst ${step.burst.deliveriesPerSec} deliveries/s; at ${fixedRoomRate}/s p99 ${lat.p99} ms; delivered ${rateDelivered}/${rateExpected}; nats ${idleC.natsRssMb} MB, services ${idleC.servicesRssMb} MB`,
       );
 
+      await o.onStep?.(result());
+
       // 6. Disconnect before the next tier.
       await Promise.all(workers.map((w) => w.request({ type: 'close' })));
     }
-    return {
-      topology: o.cluster ? 'cluster' : 'standalone',
-      options: { ...o, progress: undefined } as unknown as Omit<ScaleOptions, 'progress'>,
-      steps,
-      env: {
-        natsServer,
-        node: process.version,
-        cpus: cpus().length,
-        memoryGb: Math.round(totalmem() / 2 ** 30),
-      },
-      loadAverage: { start: loadStart, end: load() },
-      startedAt,
-      seconds: Math.round((performance.now() - started) / 1000),
-    };
+    return result();
+    function result(): ScaleResult {
+      return {
+        topology: o.cluster ? 'cluster' : 'standalone',
+        options: { ...o, progress: undefined, onStep: undefined } as unknown as Omit<
+          ScaleOptions,
+          'progress'
+        >,
+        steps,
+        env: {
+          natsServer,
+          node: process.version,
+          cpus: cpus().length,
+          memoryGb: Math.round(totalmem() / 2 ** 30),
+        },
+        loadAverage: { start: loadStart, end: load() },
+        startedAt,
+        seconds: Math.round((performance.now() - started) / 1000),
+      };
+    }
   } finally {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
     for (const w of workers) {

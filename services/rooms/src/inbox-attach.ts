@@ -45,10 +45,20 @@ export async function attachInbox(
         { details: { participant: caller, reason: 'inbox_in_use' } },
       );
     }
-    // A pull consumer cannot become a push one by an update: see below. Anything else is thrown.
+    // A pull consumer cannot become a push one by an update: see below.
     const info = await jsm.consumers.info(streams.inbox, caller).catch(() => undefined);
-    if (!info || info.config.deliver_subject) throw err;
-    return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
+    if (info && !info.config.deliver_subject) {
+      return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
+    }
+    // Anything else is the server not answering in time or busy (a JetStream API timeout, a
+    // cluster electing a leader, thousands of agents attaching at once on a 3-node cluster):
+    // retryable, and the SDK tries again — not an INTERNAL error the agent gives up on.
+    log.warn({ err, participant: caller }, 'inbox attach failed; the client will try again');
+    throw new ParleyError(
+      'UNAVAILABLE',
+      `the inbox of ${caller} could not be attached now (${(err as Error).message}); try again`,
+      { cause: err, retryAfterMs: 1_000 },
+    );
   }
 }
 
