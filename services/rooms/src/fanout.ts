@@ -599,7 +599,12 @@ export function createFanout(o: FanoutOptions) {
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
           cursors.clear();
           views.clear();
-          await new Promise((r) => setTimeout(r, backoff));
+          // Woken early by stop(): a given-back partition is handed over only once this worker ended.
+          await new Promise<void>((r) => {
+            wake = r;
+            setTimeout(r, backoff);
+          });
+          wake = undefined;
           backoff = Math.min(backoff * 2, 5_000);
         }
       }

@@ -89,8 +89,9 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     held.delete(p);
     releasing.add(p);
     if (deleteKey && h) handing.set(p, h);
-    const done = o.callbacks
-      .released(p)
+    // Bounded: a stop that never ends must not keep the partition from everyone. Past the bound the
+    // worker, told to stop, can no longer acknowledge or take the consumer over (fanout.ts).
+    const done = within(o.callbacks.released(p), Math.max(10_000, 3 * o.ttlMs), 'stopping the worker')
       .catch((err) => log.warn({ partition: p, err: (err as Error).message }, 'stopping a worker failed'))
       .then(async () => {
         const last = handing.get(p);
