@@ -85,6 +85,81 @@ describe('fan-out leases', () => {
     await waitFor(() => a.held().length === 16, 'the survivor holding all 16', 10_000);
     await a.stop();
   });
+
+  it('a partition given back stays with its holder, renewed, until its worker has stopped', async () => {
+    // The handover rule: while a released worker is still stopping (a batch in flight after a
+    // heal can take longer than the TTL), nobody else may take its partition and recreate its
+    // consumer; its key is deleted only when the worker stopped.
+    const kv = await new Kvm(nc).create('leases_handover', { ttl: 1_500, history: 1 });
+    let finishStop: () => void = () => undefined;
+    const workerStopped = new Promise<void>((r) => {
+      finishStop = r;
+    });
+    let givenBack: number | undefined;
+    const a = createLeaseManager({
+      kv,
+      replicaId: 'a',
+      partitions: 2,
+      ttlMs: 1_500,
+      log,
+      callbacks: {
+        acquired: () => undefined,
+        released: async (p) => {
+          givenBack = p;
+          await workerStopped;
+        },
+      },
+    });
+    const bAcquired: number[] = [];
+    const b = createLeaseManager({
+      kv,
+      replicaId: 'b',
+      partitions: 2,
+      ttlMs: 1_500,
+      log,
+      callbacks: { acquired: (p) => void bAcquired.push(p), released: async () => undefined },
+    });
+    try {
+      await a.start();
+      assert.equal(a.held().length, 2);
+      await b.start();
+      await waitFor(() => givenBack !== undefined, 'a giving a partition back', 10_000);
+      const p = givenBack as number;
+      const first = await kv.get(`fanout.${p}`);
+      assert.equal(first?.operation, 'PUT', 'the key stays while the worker stops');
+      // Three renewals span more than the TTL: without them the key would have lapsed.
+      let renewals = 0;
+      let revision = first?.revision ?? 0;
+      await waitFor(
+        async () => {
+          const e = await kv.get(`fanout.${p}`);
+          if (
+            e?.operation === 'PUT' &&
+            e.json<{ replica: string }>().replica === 'a' &&
+            e.revision > revision
+          ) {
+            revision = e.revision;
+            renewals++;
+          }
+          return renewals >= 3;
+        },
+        'the given-back key renewed by its holder while its worker stops',
+        10_000,
+      );
+      assert.ok(!bAcquired.includes(p), 'nobody took the partition while its worker was still running');
+      finishStop();
+      await waitFor(
+        () => bAcquired.includes(p),
+        'the other replica taking it once the worker stopped',
+        10_000,
+      );
+      assert.deepEqual(a.held(), [1 - p]);
+    } finally {
+      finishStop();
+      await b.stop();
+      await a.stop();
+    }
+  });
 });
 
 describe('fan-out from a fresh home', () => {

@@ -149,7 +149,7 @@ export function createFanout(o: FanoutOptions) {
    * version) or holds unacknowledged entries (a previous owner's: they would come back only after
    * the ack wait, behind newer ones).
    */
-  async function ensureConsumer(p: number): Promise<number> {
+  async function ensureConsumer(p: number, stopped: () => boolean): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
       durable_name: name,
@@ -172,6 +172,9 @@ export function createFanout(o: FanoutOptions) {
     if (info.config.deliver_subject === base.deliver_subject && info.num_ack_pending === 0)
       return info.delivered.consumer_seq;
     const start = info.ack_floor.stream_seq + 1;
+    // A worker told to stop never takes the consumer over: its partition is being handed over, and
+    // pointing the consumer back at itself stole the next holder's deliveries.
+    if (stopped()) throw new Error('stopped');
     await o.jsm.consumers.delete(streams.rooms, name);
     await o.jsm.consumers.add(streams.rooms, {
       ...base,
@@ -382,7 +385,7 @@ export function createFanout(o: FanoutOptions) {
   }
 
   /** Handles one batch: every inbox publish acknowledged, views persisted, then one ack. */
-  async function handleBatch(conn: FanoutConnection, batch: JsMsg[]): Promise<void> {
+  async function handleBatch(conn: FanoutConnection, batch: JsMsg[], stopped: () => boolean): Promise<void> {
     const runs = new Map<string, { recipient: string; room: string; items: Delivery[] }>();
     const touched = new Map<string, RoomView>();
     const spans: Span[] = [];
@@ -441,6 +444,10 @@ export function createFanout(o: FanoutOptions) {
       for (const span of spans) span.end();
     }
     for (const [room, v] of touched) if (v.dirty) await persistView(room, v);
+    // A worker told to stop acknowledges nothing: with AckAll, an ack that reached a consumer the
+    // next holder had recreated moved its ack floor past entries that holder never wrote. Left
+    // unacknowledged, the batch is redone by the next holder (idempotent: the cursors skip it).
+    if (stopped()) return;
     const last = batch.at(-1);
     if (last) {
       last.ack();
@@ -467,7 +474,7 @@ export function createFanout(o: FanoutOptions) {
   ): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await handleBatch(conn, batch);
+        await handleBatch(conn, batch, stopped);
         return;
       } catch (err) {
         if (stopped() || attempt >= 30) throw err;
@@ -523,7 +530,7 @@ export function createFanout(o: FanoutOptions) {
           // The consumer's delivery sequence so far: each push must be the next one. A jump means
           // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
           // count as delivered, and acknowledging a later one (AckAll) would skip them.
-          let lastDelivery = await ensureConsumer(p);
+          let lastDelivery = await ensureConsumer(p, () => stopped);
           let gap = false;
           queue.length = 0;
           const consumer = await conn.js.consumers.getBoundPushConsumer({
@@ -592,7 +599,12 @@ export function createFanout(o: FanoutOptions) {
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
           cursors.clear();
           views.clear();
-          await new Promise((r) => setTimeout(r, backoff));
+          // Woken early by stop(): a given-back partition is handed over only once this worker ended.
+          await new Promise<void>((r) => {
+            wake = r;
+            setTimeout(r, backoff);
+          });
+          wake = undefined;
           backoff = Math.min(backoff * 2, 5_000);
         }
       }

@@ -7,8 +7,8 @@
  *   nats-server) and nobody took it takes the key back and keeps the worker; a key another replica
  *   holds is given up; a renewal that got no answer changes nothing (the backbone is away, and the
  *   worker cannot write either: giving leases up on timeouts restarted every worker after each
- *   outage). A worker that still runs after another replica took its partition is harmless: every
- *   inbox write is fenced, and the new holder points the partition consumer at itself;
+ *   outage). A worker whose key another replica took (it lapsed) is told to stop at once and
+ *   acknowledges nothing more; its writes in flight are fenced;
  * - every TTL, the replica aims at its fair share, ceil(partitions / live replicas): it takes free
  *   partitions up to it, so partitions spread when replicas join and move to the survivors when one
  *   dies (after at most one TTL).
@@ -19,6 +19,11 @@
  * for good: rooms of the other 8 received nothing.) Every partition thus has a live holder within
  * two TTLs of losing one. A balance step is bounded in time, so a hung KV listing cannot stop it.
  * Workers are stopped in the background: stopping one waits for its batch in flight.
+ * Handover rule: a partition given back keeps its key, renewed, until its worker has stopped, and
+ * only then is the key deleted. Deleting it first (or letting it lapse while a slow stop waited on a
+ * batch after a heal) let the next holder recreate the partition consumer while the old worker still
+ * ran: the old worker's AckAll then moved the new consumer's ack floor past entries nobody wrote
+ * (chaos runs: 1–188 messages never reached some members).
  */
 import type { KV } from '@nats-io/kv';
 import { isKvConflict, type Logger } from '@parley/kit';
@@ -61,6 +66,8 @@ interface Held {
 
 export function createLeaseManager(o: LeaseManagerOptions) {
   const held = new Map<number, Held>();
+  /** Leases given back whose worker is still stopping: renewed until it stopped (handover rule). */
+  const handing = new Map<number, Held>();
   const stopping = new Set<Promise<void>>();
   /** Partitions whose worker is being stopped: not to be taken again until it stopped. */
   const releasing = new Set<number>();
@@ -72,15 +79,24 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   const log = o.log.child({ component: 'leases', replica: o.replicaId });
   const key = (p: number) => `fanout.${p}`;
 
-  /** Stops the worker in the background; `deleteKey` hands the partition over at once. */
+  /**
+   * Stops the worker in the background. With `deleteKey` (a partition given back) the key stays
+   * this replica's, renewed, until the worker has stopped, and is deleted only then: nobody else
+   * can take the partition while the worker may still receive, write or acknowledge.
+   */
   function release(p: number, deleteKey: boolean): void {
     const h = held.get(p);
     held.delete(p);
     releasing.add(p);
-    const done = o.callbacks
-      .released(p)
+    if (deleteKey && h) handing.set(p, h);
+    // Bounded: a stop that never ends must not keep the partition from everyone. Past the bound the
+    // worker, told to stop, can no longer acknowledge or take the consumer over (fanout.ts).
+    const done = within(o.callbacks.released(p), Math.max(10_000, 3 * o.ttlMs), 'stopping the worker')
+      .catch((err) => log.warn({ partition: p, err: (err as Error).message }, 'stopping a worker failed'))
       .then(async () => {
-        if (deleteKey && h) await o.kv.delete(key(p), { previousSeq: h.revision }).catch(() => undefined);
+        const last = handing.get(p);
+        handing.delete(p);
+        if (last) await o.kv.delete(key(p), { previousSeq: last.revision }).catch(() => undefined);
       })
       .finally(() => {
         releasing.delete(p);
@@ -144,6 +160,16 @@ export function createLeaseManager(o: LeaseManagerOptions) {
           throw err;
         },
       ),
+      // Leases being handed over are still ours until their worker stopped: renewed, never reclaimed.
+      ...[...handing].map(async ([p, h]) => {
+        try {
+          h.revision = await o.kv.update(key(p), value, h.revision);
+          h.renewedAt = now;
+        } catch (err) {
+          // Someone else holds the key (it lapsed): there is nothing to delete afterwards.
+          if (isKvConflict(err) && handing.get(p) === h) handing.delete(p);
+        }
+      }),
       ...[...held].map(async ([p, h]) => {
         try {
           h.revision = await o.kv.update(key(p), value, h.revision);
@@ -307,7 +333,9 @@ export function createLeaseManager(o: LeaseManagerOptions) {
       for (const t of timers) clearTimeout(t);
       await Promise.allSettled([renewing, balancing]);
       for (const p of [...held.keys()]) release(p, true);
-      await Promise.allSettled([...stopping]);
+      // Keys of workers still stopping stay renewed until they stopped (handover rule).
+      const keepAlive = setInterval(() => void renew(), Math.max(100, Math.floor(o.ttlMs / 3)));
+      await Promise.allSettled([...stopping]).finally(() => clearInterval(keepAlive));
       await o.kv.delete(`replica.${o.replicaId}`).catch(() => undefined);
     },
     held: () => [...held.keys()].sort((a, b) => a - b),
