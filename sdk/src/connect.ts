@@ -133,9 +133,10 @@ export async function connectWithCreds(
       const nc = isWebSocket(target.servers) ? await connectWebSocket(opts) : await natsConnect(opts);
       return { nc, identity };
     } catch (err) {
-      // The server gives a client a short time (2 s) from its INFO to a signed CONNECT. On a loaded
-      // machine either side can miss it: that is a passing condition, not a refusal of the creds,
-      // so it is tried again and, if it persists, reported as UNAVAILABLE (found by `pnpm soak`).
+      // The server gives a client a short time from its INFO to a signed CONNECT (2 s by default,
+      // 10 s in the configs Parley writes; a server of someone else's may keep the default). On a
+      // loaded machine either side can miss it: that is a passing condition, not a refusal of the
+      // creds, so it is tried again and, if it persists, reported as UNAVAILABLE.
       if (!isAuthTimeout(err)) throw connectError(err, identity.id, whose, target.servers);
       if (attempt >= AUTH_TIMEOUT_ATTEMPTS)
         throw new ParleyError(
