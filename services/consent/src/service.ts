@@ -31,7 +31,6 @@ import * as relations from './handlers/relations.js';
 import * as requests from './handlers/requests.js';
 import { createOutbox } from './outbox.js';
 import { createConsentState } from './state.js';
-import { changePair } from './store.js';
 
 /** What the consent service needs. */
 export interface ConsentDeps extends ServiceTelemetry, ServiceResponder {
@@ -74,9 +73,8 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
 
   /** Turns pending requests past their expiry into `expired`, with an event each. */
   async function sweep(): Promise<void> {
-    const { kv } = c.store();
     for (const [id, key] of c.view.expiredAt(Date.now())) {
-      const { result, written } = await changePair<ContactRequest | undefined>(kv, key, (current) => {
+      const { result } = await c.changePair<ContactRequest | undefined>(key, (current) => {
         const rec = current ? structuredClone(current) : undefined;
         const r = rec?.requests.find((x) => x.id === id);
         if (!rec || !r || r.state !== 'pending' || Date.parse(r.expiresAt) > Date.now())
@@ -85,7 +83,6 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
         rec.updatedAt = r.answeredAt as string;
         return { next: rec, result: { ...r } };
       });
-      if (written) c.view.applyWrite(key, written.record, written.revision);
       if (result) await c.recordExpired([result]);
     }
   }

@@ -20,7 +20,7 @@ import { appendAudit, type Logger, publishEvent } from '@parley/kit';
 import type { OutboxData } from './outbox.js';
 import { createParticipants, type Party } from './participants.js';
 import type { ConsentDeps } from './service.js';
-import { contactKeys, type PairRecord, pendingOf, readJson } from './store.js';
+import { changePair, contactKeys, type PairChange, type PairRecord, pendingOf, readJson } from './store.js';
 import { ConsentView, isLive } from './view.js';
 
 /** What `consent.check` answers. */
@@ -233,6 +233,19 @@ export function createConsentState(deps: ConsentDeps, log: Logger) {
     }
   }
 
+  /**
+   * {@link changePair} on the bucket, and the view told of the write at once: the KV watch brings it
+   * only a moment later, and the caller's next request must already see it.
+   */
+  async function changePairSeen<R>(
+    key: string,
+    decide: (current: PairRecord | undefined) => PairChange<R> | Promise<PairChange<R>>,
+  ): Promise<{ result: R; written?: { record: PairRecord; revision: number } }> {
+    const out = await changePair(store().kv, key, decide);
+    if (out.written) view.applyWrite(key, out.written.record, out.written.revision);
+    return out;
+  }
+
   return {
     deps,
     config,
@@ -246,6 +259,7 @@ export function createConsentState(deps: ConsentDeps, log: Logger) {
       js = o.js;
     },
     actingFor,
+    changePair: changePairSeen,
     recordChange,
     recordExpired,
     requireAnswerer,

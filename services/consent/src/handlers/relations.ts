@@ -2,7 +2,7 @@
 import { type ApiParsedRequest, type ApiResponse, type consentApi, ParleyError } from '@parley/contracts';
 import type { RequestContext } from '@parley/kit';
 import { type ConsentState, freshPair } from '../state.js';
-import { changePair, contactKeys } from '../store.js';
+import { contactKeys } from '../store.js';
 
 /** `consent.block`. */
 export async function block(
@@ -10,7 +10,6 @@ export async function block(
   ctx: RequestContext,
   c: ConsentState,
 ): Promise<ApiResponse<typeof consentApi.block>> {
-  const { kv } = c.store();
   const me = await c.actingFor(ctx.caller, req.of);
   if (req.participant === me) throw new ParleyError('INVALID_ARGUMENT', 'a participant cannot block itself');
   const [a, b] = await Promise.all([c.participants.get(me), c.participants.get(req.participant)]);
@@ -22,7 +21,7 @@ export async function block(
   }
   const key = contactKeys.pair(me, req.participant);
   type Outcome = { endedContact: boolean; requests: string[]; changed: boolean };
-  const { result, written } = await changePair<Outcome>(kv, key, (current) => {
+  const { result } = await c.changePair<Outcome>(key, (current) => {
     const at = new Date().toISOString();
     const rec = current ? structuredClone(current) : freshPair(a, b, at);
     if (rec.blocks[me]) return { result: { endedContact: false, requests: [], changed: false } };
@@ -38,7 +37,6 @@ export async function block(
     rec.updatedAt = at;
     return { next: rec, result: { endedContact, requests, changed: true } };
   });
-  if (written) c.view.applyWrite(key, written.record, written.revision);
   if (result.changed) {
     await c.recordChange({
       kind: 'blocked',
@@ -65,10 +63,9 @@ export async function unblock(
   ctx: RequestContext,
   c: ConsentState,
 ): Promise<ApiResponse<typeof consentApi.unblock>> {
-  const { kv } = c.store();
   const me = await c.actingFor(ctx.caller, req.of);
   const key = contactKeys.pair(me, req.participant);
-  const { written } = await changePair(kv, key, (current) => {
+  await c.changePair(key, (current) => {
     if (!current?.blocks[me]) {
       throw new ParleyError('NOT_FOUND', `${me} has not blocked ${req.participant}`);
     }
@@ -77,7 +74,6 @@ export async function unblock(
     rec.updatedAt = new Date().toISOString();
     return { next: rec, result: true };
   });
-  if (written) c.view.applyWrite(key, written.record, written.revision);
   await c.recordChange({
     kind: 'unblocked',
     action: 'unblock',
@@ -95,10 +91,9 @@ export async function revoke(
   ctx: RequestContext,
   c: ConsentState,
 ): Promise<ApiResponse<typeof consentApi.revoke>> {
-  const { kv } = c.store();
   const me = await c.actingFor(ctx.caller, req.of);
   const key = contactKeys.pair(me, req.with);
-  const { result, written } = await changePair(kv, key, (current) => {
+  const { result } = await c.changePair(key, (current) => {
     if (!current?.contact) throw new ParleyError('NOT_FOUND', `${me} and ${req.with} are not contacts`);
     const rec = structuredClone(current);
     const ended = rec.contact;
@@ -106,7 +101,6 @@ export async function revoke(
     rec.updatedAt = new Date().toISOString();
     return { next: rec, result: ended };
   });
-  if (written) c.view.applyWrite(key, written.record, written.revision);
   await c.recordChange({
     kind: 'revoked',
     action: 'revoke',

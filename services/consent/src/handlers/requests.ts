@@ -10,7 +10,7 @@ import {
 } from '@parley/contracts';
 import type { RequestContext } from '@parley/kit';
 import { type ConsentState, expireDue, freshPair, requestNotFound } from '../state.js';
-import { changePair, contactKeys, createJsonOnce, type PairRecord, pendingOf, readJson } from '../store.js';
+import { contactKeys, createJsonOnce, type PairRecord, pendingOf, readJson } from '../store.js';
 
 /** `consent.request`. */
 export async function request(
@@ -51,7 +51,7 @@ export async function request(
     request: ContactRequest;
     expired: ContactRequest[];
   };
-  const { result, written } = await changePair<Outcome>(kv, key, async (current) => {
+  const { result } = await c.changePair<Outcome>(key, async (current) => {
     const nowMs = Date.now();
     const at = new Date(nowMs).toISOString();
     const rec = current ? structuredClone(current) : freshPair(a, b, at);
@@ -113,7 +113,6 @@ export async function request(
     rec.updatedAt = at;
     return { next: rec, result: { kind: autoAccept ? 'auto' : 'new', request: { ...r }, expired } };
   });
-  if (written) c.view.applyWrite(key, written.record, written.revision);
   await c.recordExpired(result.expired);
   const r = result.request;
   if (result.kind === 'new' || result.kind === 'auto') {
@@ -159,7 +158,7 @@ export async function answer(
   if (!seen) throw requestNotFound(req.id);
   await c.requireAnswerer(ctx.caller, seen);
   type Outcome = { expired?: ContactRequest; request?: ContactRequest };
-  const { result, written } = await changePair<Outcome>(kv, key, (current) => {
+  const { result } = await c.changePair<Outcome>(key, (current) => {
     const at = new Date().toISOString();
     const rec = current ? structuredClone(current) : undefined;
     const r = rec?.requests.find((x) => x.id === req.id);
@@ -187,7 +186,6 @@ export async function answer(
     rec.updatedAt = at;
     return { next: rec, result: { request: { ...r } } };
   });
-  if (written) c.view.applyWrite(key, written.record, written.revision);
   if (result.expired) {
     await c.recordExpired([result.expired]);
     throw new ParleyError('EXPIRED', `contact request ${req.id} expired at ${result.expired.expiresAt}`, {
