@@ -85,6 +85,18 @@ export interface ServerJwts {
   account: string;
 }
 
+/** The NATS limits of an account without limits (connections, subscriptions, data, imports…). */
+const NO_ACCOUNT_LIMITS = {
+  subs: -1,
+  data: -1,
+  payload: -1,
+  imports: -1,
+  exports: -1,
+  wildcards: true,
+  conn: -1,
+  leaf: -1,
+};
+
 /** Signs the operator and account JWTs (the account JWT carries the revocations). */
 export async function signServerJwts(m: KeyMaterial): Promise<ServerJwts> {
   const op = kp(m.operatorSeed);
@@ -96,16 +108,7 @@ export async function signServerJwts(m: KeyMaterial): Promise<ServerJwts> {
     'SYS',
     kp(m.systemAccountSeed),
     {
-      limits: {
-        subs: -1,
-        data: -1,
-        payload: -1,
-        imports: -1,
-        exports: -1,
-        wildcards: true,
-        conn: -1,
-        leaf: -1,
-      },
+      limits: NO_ACCOUNT_LIMITS,
     },
     { signer: op },
   );
@@ -147,14 +150,7 @@ export async function signAccountJwt(s: AccountSigner, revocations: Record<strin
     fromPublic(s.accountPublicKey),
     {
       limits: {
-        subs: -1,
-        data: -1,
-        payload: -1,
-        imports: -1,
-        exports: -1,
-        wildcards: true,
-        conn: -1,
-        leaf: -1,
+        ...NO_ACCOUNT_LIMITS,
         mem_storage: -1,
         disk_storage: -1,
         streams: -1,
