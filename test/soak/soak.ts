@@ -300,7 +300,7 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
     const elapsed = () => (performance.now() - t0) / 1000;
 
     // Per-interval counters, reset at each row.
-    let cur = {
+    const zero = () => ({
       sent: 0,
       deliveries: 0,
       late: 0,
@@ -310,7 +310,8 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       connects: 0,
       disconnects: 0,
       connectErrors: 0,
-    };
+    });
+    let cur = zero();
     let latencies: number[] = [];
     const totals = {
       accepted: 0,
@@ -571,17 +572,7 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       stageInbox = [];
       stageHandler = [];
       intervalSamples = [];
-      cur = {
-        sent: 0,
-        deliveries: 0,
-        late: 0,
-        refused: 0,
-        created: 0,
-        closed: 0,
-        connects: 0,
-        disconnects: 0,
-        connectErrors: 0,
-      };
+      cur = zero();
     };
 
     log(`soak: ${minutes} min, warm-up ${warmupSeconds} s, ${roomCount} rooms × ${membersPerRoom} open`);
