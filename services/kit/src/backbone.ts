@@ -102,63 +102,74 @@ async function ensureBackboneOnce(
   // Creating replicated streams elects a Raft group per stream: on a busy cluster one call can
   // take longer than the client's 5 s default, and a start that gives up then only starts again.
   const jsm = await jetstreamManager(nc, { timeout: SETUP_TIMEOUT_MS });
-  const report: BackboneReport = { streams: [], buckets: [] };
-  for (const def of streamDefinitions(options)) {
-    const want = toStreamConfig(def);
-    let info = await jsm.streams.info(def.name).catch((err: unknown) => {
-      if (isStreamNotFound(err)) return undefined;
-      throw err;
-    });
-    if (!info) {
-      try {
-        await jsm.streams.add(want);
-        report.streams.push({ name: def.name, action: 'created' });
-        continue;
-      } catch (err) {
-        // Another replica created it first.
-        if (!isStreamExists(err)) throw err;
-        info = await jsm.streams.info(def.name);
-      }
-    }
-    const changed = SETTABLE.filter(
-      (k) => JSON.stringify(info.config[k] ?? null) !== JSON.stringify(want[k] ?? null),
-    );
-    if (changed.length === 0) {
-      report.streams.push({ name: def.name, action: 'unchanged' });
-      continue;
-    }
-    try {
-      await jsm.streams.update(def.name, { ...info.config, ...want });
-      report.streams.push({ name: def.name, action: 'updated' });
-      log.info({ stream: def.name, changed }, 'stream settings updated');
-    } catch (err) {
-      log.warn(
-        { stream: def.name, changed, err: (err as Error).message },
-        'stream settings could not be updated',
-      );
-      report.streams.push({ name: def.name, action: 'unchanged' });
-    }
-  }
   const kvm = new Kvm(jsm.jetstream());
-  for (const def of kvDefinitions(options)) {
-    await kvm.create(def.bucket, {
-      description: def.description,
-      history: def.history,
-      replicas: def.replicas,
-      maxValueSize: def.maxValueSize,
-      ...(def.ttlMs ? { ttl: def.ttlMs } : {}),
-    });
-    report.buckets.push(def.bucket);
-  }
   const objm = new Objm(jsm.jetstream());
-  for (const bucket of Object.values(objectStores)) {
-    await objm.create(bucket, {
-      description: 'Artifacts referenced from file parts.',
-      replicas: options.replicas ?? 1,
-    });
-    report.buckets.push(bucket);
+  // All at once: on a 3-node cluster each replicated stream waits for its own Raft group's
+  // election (~0.4 s each on 2.9.10), so one after the other the 18 of them took ~7 s per start.
+  const [streams, kvBuckets, objBuckets] = await Promise.all([
+    Promise.all(streamDefinitions(options).map((def) => ensureStream(jsm, def, log))),
+    Promise.all(
+      kvDefinitions(options).map(async (def) => {
+        await kvm.create(def.bucket, {
+          description: def.description,
+          history: def.history,
+          replicas: def.replicas,
+          maxValueSize: def.maxValueSize,
+          ...(def.ttlMs ? { ttl: def.ttlMs } : {}),
+        });
+        return def.bucket;
+      }),
+    ),
+    Promise.all(
+      Object.values(objectStores).map(async (bucket) => {
+        await objm.create(bucket, {
+          description: 'Artifacts referenced from file parts.',
+          replicas: options.replicas ?? 1,
+        });
+        return bucket;
+      }),
+    ),
+  ]);
+  return { streams, buckets: [...kvBuckets, ...objBuckets] };
+}
+
+/** Creates one stream, or brings an existing one to the configured settings. */
+async function ensureStream(
+  jsm: JetStreamManager,
+  def: StreamDefinition,
+  log: Logger,
+): Promise<BackboneReport['streams'][number]> {
+  const want = toStreamConfig(def);
+  let info = await jsm.streams.info(def.name).catch((err: unknown) => {
+    if (isStreamNotFound(err)) return undefined;
+    throw err;
+  });
+  if (!info) {
+    try {
+      await jsm.streams.add(want);
+      return { name: def.name, action: 'created' };
+    } catch (err) {
+      // Another replica created it first.
+      if (!isStreamExists(err)) throw err;
+      info = await jsm.streams.info(def.name);
+    }
   }
-  return report;
+  const current = info.config;
+  const changed = SETTABLE.filter(
+    (k) => JSON.stringify(current[k] ?? null) !== JSON.stringify(want[k] ?? null),
+  );
+  if (changed.length === 0) return { name: def.name, action: 'unchanged' };
+  try {
+    await jsm.streams.update(def.name, { ...current, ...want });
+    log.info({ stream: def.name, changed }, 'stream settings updated');
+    return { name: def.name, action: 'updated' };
+  } catch (err) {
+    log.warn(
+      { stream: def.name, changed, err: (err as Error).message },
+      'stream settings could not be updated',
+    );
+    return { name: def.name, action: 'unchanged' };
+  }
 }
 
 /** The JetStream configuration of a participant's inbox consumer (push, flow control, heartbeats). */
