@@ -141,7 +141,14 @@ const HistoryPaging = {
   order: z.enum(['newest', 'oldest']).default('newest'),
   before: z.int().min(1).optional().describe('Only entries with seq < before.'),
   after: z.int().min(0).optional().describe('Only entries with seq > after.'),
-  limit: z.int().min(1).max(limits.maxPageSize).default(50),
+  limit: z
+    .int()
+    .min(1)
+    .max(limits.maxPageSize)
+    .default(50)
+    .describe(
+      'Most entries in the page. A page also holds at most 896 KiB of messages (a reply has to fit in one NATS message), so a page of large messages can hold fewer, with `more` set.',
+    ),
 };
 
 /**

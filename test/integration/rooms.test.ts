@@ -169,6 +169,36 @@ describe('rooms', () => {
     );
   });
 
+  it('pages history of large messages by size as well: every page fits a NATS message, none is lost', async () => {
+    const room = await p('alice').agent.rooms.create('large history', { members: [p('bob').id] });
+    // 12 messages of 120,000 characters: 1.4 MB, more than one NATS message (1 MiB) carries.
+    const texts = Array.from({ length: 12 }, (_, i) => `${i}`.padEnd(120_000, String.fromCharCode(97 + i)));
+    for (const t of texts) await room.send(t);
+    const textOf = (e: { message: { parts: unknown[] } }) => (e.message.parts[0] as { text: string }).text;
+    const newest: string[] = [];
+    let before: number | undefined;
+    let pages = 0;
+    for (;;) {
+      const page = await room.history({ limit: 12, ...(before ? { before } : {}) });
+      pages++;
+      newest.push(...page.entries.filter((e) => e.message.kind === 'message').map(textOf));
+      if (!page.more) break;
+      assert.ok(page.entries.length < 12, 'a page that is cut short by size says more');
+      before = page.entries.at(-1)?.seq;
+    }
+    assert.ok(pages >= 2, `paged in ${pages} pages`);
+    assert.deepEqual(newest, [...texts].reverse());
+    const oldest: string[] = [];
+    let after: number | undefined;
+    for (;;) {
+      const page = await room.history({ order: 'oldest', limit: 15, ...(after ? { after } : {}) });
+      oldest.push(...page.entries.filter((e) => e.message.kind === 'message').map(textOf));
+      if (!page.more) break;
+      after = page.entries.at(-1)?.seq;
+    }
+    assert.deepEqual(oldest, texts);
+  });
+
   it('de-duplicates a retried send: same id, one stored message', async () => {
     const room = await p('alice').agent.rooms.create('retries', { members: [p('bob').id] });
     const before = await logSize();

@@ -57,6 +57,13 @@ export interface ControlDeps {
 
 const dec = new TextDecoder();
 
+/**
+ * The most stored message bytes one page of history carries: the reply has to fit in NATS's
+ * `max_payload` (1 MiB) with its envelope, so a page of large messages holds fewer than `limit`
+ * and says `more` (a page always holds at least one entry; one message is at most 1,000,000 bytes).
+ */
+const HISTORY_PAGE_BYTES = 896 * 1024;
+
 /** Builds the control-plane handlers. */
 export function createControlPlane(deps: ControlDeps) {
   const { js, jsm, kv } = deps;
@@ -596,11 +603,19 @@ export function createControlPlane(deps: ControlDeps) {
         let cursor = from;
         let more = false;
         // Private notices to others are skipped, so read until the page is full.
-        while (entries.length < req.limit && cursor <= to) {
+        let bytes = 0;
+        fill: while (entries.length < req.limit && cursor <= to) {
           const page = await readLog(js, r, { from: cursor, to, limit: req.limit - entries.length });
           for (const m of page.entries) {
             const e = toEntry(m.seq, m.data);
-            if (visible(e.message)) entries.push(e);
+            if (visible(e.message)) {
+              if (entries.length > 0 && bytes + m.data.length > HISTORY_PAGE_BYTES) {
+                more = true;
+                break fill;
+              }
+              bytes += m.data.length;
+              entries.push(e);
+            }
             cursor = m.seq + 1;
           }
           more = page.more;
@@ -615,24 +630,27 @@ export function createControlPlane(deps: ControlDeps) {
       let window = Math.max(req.limit * 8, 256);
       for (;;) {
         const from = Math.max(lo, to - window + 1);
-        const collected: HistoryEntry[] = [];
+        const collected: { entry: HistoryEntry; bytes: number }[] = [];
         let cursor = from;
         for (;;) {
           const page = await readLog(js, r, { from: cursor, to, limit: 256 });
           for (const m of page.entries) {
-            const e = toEntry(m.seq, m.data);
-            if (visible(e.message)) collected.push(e);
+            const entry = toEntry(m.seq, m.data);
+            if (visible(entry.message)) collected.push({ entry, bytes: m.data.length });
             cursor = m.seq + 1;
           }
           if (!page.more) break;
         }
         // One entry beyond the page tells whether there is more.
         if (collected.length > req.limit || from === lo) {
-          return {
-            entries: collected.slice(-req.limit).reverse(),
-            more: collected.length > req.limit,
-            ...flag,
-          };
+          const entries: HistoryEntry[] = [];
+          let bytes = 0;
+          for (const c of collected.slice(-req.limit).reverse()) {
+            if (entries.length > 0 && bytes + c.bytes > HISTORY_PAGE_BYTES) break;
+            bytes += c.bytes;
+            entries.push(c.entry);
+          }
+          return { entries, more: collected.length > entries.length, ...flag };
         }
         window *= 4;
       }
