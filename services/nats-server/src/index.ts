@@ -4,7 +4,7 @@
  * test harness.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { constants, createWriteStream } from 'node:fs';
+import { constants, createWriteStream, readFileSync } from 'node:fs';
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { delimiter, dirname, join } from 'node:path';
@@ -45,17 +45,41 @@ export function checkPortFree(port: number, host = '127.0.0.1'): Promise<void> {
   });
 }
 
-/** A free TCP port on the loopback interface. */
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen({ port: 0, host }, () => {
-      const address = srv.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
+/**
+ * The lowest port the kernel hands out to outgoing connections (Linux's `ip_local_port_range`).
+ * A port picked inside that range can be taken by any process's next outgoing connection between
+ * the pick and the bind, which on a busy machine with thousands of loopback connections happens.
+ */
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 2048 ? low : 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+const handedOut = new Set<number>();
+
+/**
+ * A free TCP port on the loopback interface, below the ephemeral range (so no outgoing connection
+ * takes it before its user binds it) and never the same one twice in a process.
+ */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const high = ephemeralLow() - 1;
+  const low = Math.max(1024, high - 16_383);
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (handedOut.has(port)) continue;
+    try {
+      await checkPortFree(port, host);
+    } catch {
+      continue;
+    }
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free port on ${host} between ${low} and ${high} after 200 tries`);
 }
 
 /** Operator-mode settings of a server. */
