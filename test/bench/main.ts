@@ -130,6 +130,9 @@ type Backbone = Awaited<ReturnType<typeof startBackbone>>;
 const runs = Number(args.runs ?? 3);
 const loads = [0.25, 0.5, 0.75];
 const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+/** CPU microseconds per delivery, per process. */
+const perDelivery = (cpu: Record<string, number>, deliveries: number) =>
+  Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Math.round((v / deliveries) * 1e6)]));
 const perCore = (cpu: Record<string, number>, wall: number, keys: string[]) =>
   Math.round((keys.reduce((sum, k) => sum + (cpu[k] ?? 0), 0) / wall) * 10_000) / 100;
 
@@ -182,12 +185,23 @@ try {
   for (let i = 0; i < runs; i++) {
     const r = await cpuDuring(backbone.pids, () => raw.throughput(messages));
     rawRuns.push(r.result);
-    cpu.raw.push({ wall: r.wall, ...r.cpu });
+    const deliveries = messages * shape.membersPerRoom;
+    cpu.raw.push({
+      wall: r.wall,
+      ...r.cpu,
+      perDeliveryUs: perDelivery(r.cpu, deliveries),
+      load: loadavg()[0],
+    });
     const p = await cpuDuring(backbone.pids, () =>
       profiled(profileDir, `bench-parley-${i}`, () => parley.throughput(messages)),
     );
     parleyRuns.push(p.result);
-    cpu.parley.push({ wall: p.wall, ...p.cpu });
+    cpu.parley.push({
+      wall: p.wall,
+      ...p.cpu,
+      perDeliveryUs: perDelivery(p.cpu, deliveries),
+      load: loadavg()[0],
+    });
     progress(
       `run ${i + 1}/${runs}: raw ${r.result}/s, parley ${p.result}/s (cpu s ${JSON.stringify(p.cpu)})`,
     );
@@ -199,13 +213,17 @@ try {
   for (const loadFraction of loads) {
     const ratePerSec = Math.max(1, Math.round((capacity * loadFraction) / shape.membersPerRoom));
     progress(`latency at ${Math.round(loadFraction * 100)}% of capacity: ${ratePerSec} room messages/s`);
-    const p = await parley.latency(ratePerSec, shape.latencySeconds);
-    const r = await raw.latency(ratePerSec, shape.latencySeconds);
+    const deliveries = ratePerSec * shape.latencySeconds * shape.membersPerRoom;
+    const p = await cpuDuring(backbone.pids, () => parley.latency(ratePerSec, shape.latencySeconds));
+    const r = await cpuDuring(backbone.pids, () => raw.latency(ratePerSec, shape.latencySeconds));
     latencyByLoad.push({
       loadFraction,
       ratePerSec,
-      parley: { ...p.endToEnd, stages: p.stages },
-      raw: r.endToEnd,
+      parley: { ...p.result.endToEnd, stages: p.result.stages },
+      raw: r.result.endToEnd,
+      // At the same rate, so per-delivery work compares without the machine's load in it.
+      cpuPerDeliveryUs: { parley: perDelivery(p.cpu, deliveries), raw: perDelivery(r.cpu, deliveries) },
+      loadAverage: loadavg()[0] ?? 0,
     });
   }
   await raw.close();
@@ -343,6 +361,7 @@ try {
         ...(l.parley.stages
           ? Object.entries(l.parley.stages).map(([stage, t]) => tailRow(`  ${stage}`, t))
           : []),
+        `  CPU µs per delivery: Parley ${JSON.stringify(l.cpuPerDeliveryUs.parley)}, raw ${JSON.stringify(l.cpuPerDeliveryUs.raw)} (load ${l.loadAverage.toFixed(1)})`,
       ]),
       '',
       `idle: ${idleCost.agents} connected agents cost ${idleCost.percentOfCore}% of one core (services + nats-server; target ≤ 2%)`,
