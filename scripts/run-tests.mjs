@@ -83,7 +83,6 @@ const KNOWN_DEFECTS = new Map(
       ? [['test/integration/reliability.test.ts', 'issue 12, 3-node delivery after a kill -9']]
       : []),
     ['test/cluster/room-leader-failover.test.ts', 'issue 12, sends after a room stream leader kill -9'],
-    ['test/chaos/chaos.test.ts', 'issue 21, fan-out handover after a partition heals'],
   ].map(([file, what]) => [resolve(root, file), what]),
 );
 let failed = [];

@@ -24,6 +24,19 @@ describe('chaos invariants', () => {
     assert.equal(l.handovers, 2, 'a write after a release is a fresh start, not a handover');
   });
 
+  it('after a gap in what the watch read, the next holder is unchecked, and judging starts again', () => {
+    const l = new LeaseHolders(6_000);
+    l.gap();
+    assert.equal(l.gaps, 0, 'a gap before anything was known costs nothing');
+    assert.equal(l.write('fanout.1', 'replica-0', 1_000), undefined);
+    assert.equal(l.write('fanout.2', 'replica-0', 1_000), undefined);
+    l.gap();
+    assert.equal(l.write('fanout.1', 'replica-1', 2_000), undefined, 'its release may be in the gap');
+    assert.equal(l.write('fanout.2', 'replica-0', 2_500), undefined, 'the same holder after the gap');
+    assert.deepEqual([l.gaps, l.unchecked, l.handovers], [1, 1, 0]);
+    assert.match(l.write('fanout.1', 'replica-0', 3_000) ?? '', /two holders/, 'judged again after it');
+  });
+
   it('an inbox entry at or below the last position, or not naming the one before it, is caught', () => {
     const c = new InboxChains();
     const s = 'parley.inbox.agt_a.room_b';

@@ -10,14 +10,26 @@
  */
 export class LeaseHolders {
   readonly #holders = new Map<string, { holder: string; at: number } | undefined>();
+  /** Holders known before the last gap in what the watcher read (see {@link gap}). */
+  readonly #beforeGap = new Map<string, string>();
   /** Holder changes seen. */
   handovers = 0;
+  /** Gaps in what the watcher read while it knew holders. */
+  gaps = 0;
+  /** Holder changes across a gap: not checked (the release may be in what was missed). */
+  unchecked = 0;
   constructor(private readonly ttlMs: number) {}
   /** `holder` wrote `key` at `at` (server time, ms). */
   write(key: string, holder: string, at: number): string | undefined {
     const prev = this.#holders.get(key);
     this.#holders.set(key, { holder, at });
-    if (!prev || prev.holder === holder) return undefined;
+    const before = this.#beforeGap.get(key);
+    this.#beforeGap.delete(key);
+    if (!prev) {
+      if (before !== undefined && before !== holder) this.unchecked++;
+      return undefined;
+    }
+    if (prev.holder === holder) return undefined;
     this.handovers++;
     if (at - prev.at >= this.ttlMs) return undefined;
     return `lease ${key} taken by ${holder} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it, with no release (TTL ${this.ttlMs} ms): two holders`;
@@ -25,6 +37,23 @@ export class LeaseHolders {
   /** `key` was deleted or purged (handed over). */
   release(key: string): void {
     this.#holders.set(key, undefined);
+    this.#beforeGap.delete(key);
+  }
+  /**
+   * The watcher may have missed entries (they expired before it read them: the bucket's TTL is its
+   * stream's max age). A release among them would make the next holder look like a second one, so
+   * what was known is dropped: the next write of each key is a fresh start, counted in
+   * {@link unchecked} when it names another holder.
+   */
+  gap(): void {
+    let known = false;
+    for (const [key, h] of this.#holders) {
+      if (!h) continue;
+      known = true;
+      this.#beforeGap.set(key, h.holder);
+    }
+    this.#holders.clear();
+    if (known) this.gaps++;
   }
 }
 

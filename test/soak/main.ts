@@ -2,8 +2,8 @@
  * `pnpm soak`: steady traffic at 50% of Parley's measured capacity on the standalone backbone, with
  * agents connecting and disconnecting and rooms created and closed, for `--minutes` (60). Prints a
  * table over time (one row a minute: deliveries/s, send→handler p50/p99/max, late deliveries, RSS
- * of nats-server, the services process and the agents' process) and exits 1 when a process grew
- * more than 10% after warm-up, a delivery was later than 1 s, or an accepted message was not
+ * of nats-server, the services process and the agents' process, nats-server's settled memory, the
+ * run-queue wait) and exits 1 when a process grew more than 10% after warm-up, a delivery was later than 1 s, or an accepted message was not
  * handled once by every member in room order. Progress goes to stderr; the table (or `--json`,
  * the whole time series) to stdout.
  */
@@ -18,9 +18,13 @@ const usage = `Usage: pnpm soak [--minutes <n>] [--rate <room messages/s>] [--js
   --json          print the result with its time series as JSON instead of the table
   --help          this text
 
-Fails (exit 1) when any process's RSS grows more than 10% after warm-up (median of the first
-post-warm-up window against the median of the last), when a delivery after warm-up is later than
-1 s, or when an accepted message is not handled exactly once by every member, in room order.`;
+Fails (exit 1) when any process's memory grows more than 10% after warm-up (median of the first
+post-warm-up window against the median of the last; RSS for the Node processes, for nats-server its
+settled memory: RSS minus the freed heap the Go runtime keeps, right after a GC forced through its
+profiling port every 30 s), when a delivery after warm-up is later than 1 s, or when an accepted
+message is not handled exactly once by every member, in room order. The lateness line says how many
+late deliveries came while the processes waited for a CPU at least as long as they ran, and what
+share of the late time was run-queue wait.`;
 
 let args: { minutes?: string; rate?: string; json?: boolean; help?: boolean };
 try {

@@ -15,10 +15,11 @@
  * The agents run in this process (their RSS is this process's); the backbone runs in its own.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isParleyError, registryApi } from '@parley/contracts';
+import { findNatsServer } from '@parley/nats-server';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import { setupParley } from '../bench/parley.js';
 import { atRate, childPids, cpuSeconds, median, tail } from '../bench/stats.js';
@@ -56,6 +57,16 @@ export interface SoakOptions {
   maxGrowth?: number;
   /** Per process, instead of `maxGrowth`. */
   growthLimits?: Partial<Record<ProcessName, number>>;
+  /**
+   * Judge memory growth. Off in the short form, whose minute of traffic cannot hold a warm-up (the
+   * growth is still measured and printed). @default true
+   */
+  checkGrowth?: boolean;
+  /**
+   * How often nats-server's memory is measured settled (a forced GC through its profiling port, then
+   * its RSS without the freed heap the Go runtime keeps). @default 30 (5 when the run is under 10 min)
+   */
+  settleSeconds?: number;
   /** Progress lines (stderr in the CLI). */
   log?: (line: string) => void;
 }
@@ -70,6 +81,24 @@ export interface MemorySample {
    * grows and this does not, the growth is outside the JS heap (buffers, allocator).
    */
   heapUsedMb: { services?: number; agents: number };
+}
+
+/**
+ * nats-server's memory after a forced garbage collection (`/debug/pprof/heap?gc=1` on its profiling
+ * port), MB. Its RSS alone grows with heap the Go runtime freed but keeps mapped (HeapIdle −
+ * HeapReleased: 14 → 30 MB in a profiled 14-minute run whose live heap was flat), so RSS growth is
+ * not live growth.
+ */
+export interface SettledSample {
+  /** Seconds since the traffic started. */
+  at: number;
+  rssMb: number;
+  /** RSS minus the freed heap the runtime keeps (HeapIdle − HeapReleased): what the growth check judges. */
+  settledMb: number;
+  /** Live Go heap after the collection (HeapAlloc). */
+  heapAllocMb: number;
+  /** Freed heap kept mapped (HeapIdle − HeapReleased). */
+  idleKeptMb: number;
 }
 
 /** The names of the sampled processes. */
@@ -106,12 +135,21 @@ export interface SoakInterval {
    * threads, so it can pass 100): high when the machine is oversubscribed, whatever Parley does.
    */
   runQueuePct: Record<ProcessName, number>;
+  /**
+   * Of the time the three processes were runnable, the share they waited for a CPU (run-queue wait
+   * / (wait + CPU), summed over the processes), %: the machine's part of any delay in the interval.
+   */
+  waitSharePct: number;
+  /** Median of nats-server's settled memory samples of the interval (see {@link SettledSample}), MB. */
+  natsSettledMb: number;
   /** 1-minute load average of the machine at the end of the interval. */
   load: number;
 }
 
 /** How a process's memory moved after warm-up. */
 export interface Growth {
+  /** What was compared: RSS, or (nats-server) its settled memory (see {@link SettledSample}). */
+  measure: 'rss' | 'settled';
   /** Median RSS of the first post-warm-up window, MB. */
   firstMb: number;
   /** Median RSS of the last window, MB. */
@@ -131,12 +169,26 @@ export interface SoakResult {
   windowSeconds: number;
   intervals: SoakInterval[];
   samples: MemorySample[];
+  /** nats-server's settled memory over time (empty when its profiling port did not answer). */
+  settled: SettledSample[];
   growth: Record<ProcessName, Growth>;
+  /** nats-server's plain RSS over the same windows, for comparison with its settled growth. */
+  natsRssGrowth: Growth;
+  /** Whether growth failed the run (off in the short form). */
+  growthChecked: boolean;
   totals: {
     accepted: number;
     refused: Record<string, number>;
     deliveries: number;
     late: number;
+    /**
+     * Where the lateness after warm-up came from: late deliveries in intervals where Parley's
+     * processes waited for a CPU at least as long as they ran (waitSharePct ≥ 50: the machine was
+     * oversubscribed), and the estimated share of all late deliveries' time that was run-queue wait
+     * (each late delivery's latency × its interval's wait share, summed, over their summed latency).
+     */
+    lateWhileStarved: number;
+    lateMachineSharePct: number;
     roomsCreated: number;
     roomsClosed: number;
     connects: number;
@@ -203,6 +255,8 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
   const lateMs = options.lateMs ?? 1000;
   const failLateMs = options.failLateMs ?? lateMs;
   const limitOf = (p: ProcessName) => options.growthLimits?.[p] ?? options.maxGrowth ?? 0.1;
+  const checkGrowth = options.checkGrowth ?? true;
+  const settleSeconds = options.settleSeconds ?? (short ? 5 : 30);
   const log = options.log ?? (() => undefined);
   // The post-warm-up windows whose medians are compared: a quarter of what is left, at most 10 min.
   const windowSeconds = Math.min(
@@ -214,6 +268,14 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
 
   const home = await mkdtemp(join(tmpdir(), 'parley-soak-'));
   const httpPort = await freePort();
+  // nats-server with its profiling port open (a flag the standalone has no setting for): the
+  // settled-memory samples force a collection through it and read the Go runtime's figures.
+  const natsBin = await findNatsServer();
+  if (!natsBin) throw new Error('nats-server not found (PATH or NATS_SERVER_BIN)');
+  const profPort = await freePort();
+  const wrapper = join(home, 'nats-server-profiled');
+  await writeFile(wrapper, `#!/bin/sh\nexec ${JSON.stringify(natsBin)} --profile ${profPort} "$@"\n`);
+  await chmod(wrapper, 0o755);
   const backbone: BackboneProcess = startBackboneProcess(
     [
       '--no-demo',
@@ -233,6 +295,7 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       PARLEY_RATE_AGENT_PER_SEC: '0',
       PARLEY_RATE_ROOM_PER_SEC: '0',
       PARLEY_RUNAWAY_MESSAGES: '0',
+      NATS_SERVER_BIN: wrapper,
     },
   );
   const agents: Agent[] = [];
@@ -285,9 +348,14 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
     admin = await connect({ servers: natsUrl, creds: adminCreds, presence: false });
     log(`registering ${poolSize} agents`);
     const creds: { id: string; creds: string }[] = [];
-    for (let i = 0; i < poolSize; i++) {
-      const c = await admin.call(registryApi.createAgent, { card: { name: `soak-${i}` } });
-      creds.push({ id: c.agent.id, creds: c.credentials.creds });
+    // A few at a time: one after the other took seconds of the short form.
+    for (let i = 0; i < poolSize; i += 8) {
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(8, poolSize - i) }, (_, k) =>
+          admin?.call(registryApi.createAgent, { card: { name: `soak-${i + k}` } }),
+        ),
+      );
+      for (const c of batch) if (c) creds.push({ id: c.agent.id, creds: c.credentials.creds });
     }
     const idle = [...creds];
 
@@ -310,6 +378,8 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       connects: 0,
       disconnects: 0,
       connectErrors: 0,
+      lateAfter: 0,
+      lateAfterMs: 0,
     });
     let cur = zero();
     let latencies: number[] = [];
@@ -318,6 +388,9 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       deliveries: 0,
       late: 0,
       failLate: 0,
+      lateWhileStarved: 0,
+      lateMs: 0,
+      lateMachineMs: 0,
       created: 0,
       closed: 0,
       connects: 0,
@@ -357,7 +430,11 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       if (ms > lateMs) {
         cur.late++;
         const after = elapsed() > warmupSeconds;
-        if (after) totals.late++;
+        if (after) {
+          totals.late++;
+          cur.lateAfter++;
+          cur.lateAfterMs += ms;
+        }
         if (after && ms > failLateMs) totals.failLate++;
         if (after ? lateExamples.length < 20 : lateExamples.length < 5)
           lateExamples.push(
@@ -527,6 +604,34 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       samples.push(s);
       intervalSamples.push(s);
     };
+    const settled: SettledSample[] = [];
+    let intervalSettled: SettledSample[] = [];
+    let settling = false;
+    const profileUrl = `http://127.0.0.1:${profPort}/debug/pprof/heap?debug=1&gc=1`;
+    const settle = async () => {
+      if (settling) return;
+      settling = true;
+      try {
+        const text = await (await fetch(profileUrl, { signal: AbortSignal.timeout(10_000) })).text();
+        const stat = (name: string) => Number(text.match(new RegExp(`^# ${name} = (\\d+)`, 'm'))?.[1]);
+        const idleKept = (stat('HeapIdle') - stat('HeapReleased')) / 2 ** 20;
+        const rss = rssMb(pids.natsServer);
+        if (!Number.isFinite(idleKept) || rss === 0) return;
+        const x: SettledSample = {
+          at: round(elapsed()),
+          rssMb: rss,
+          settledMb: round(rss - idleKept),
+          heapAllocMb: round(stat('HeapAlloc') / 2 ** 20),
+          idleKeptMb: round(idleKept),
+        };
+        settled.push(x);
+        intervalSettled.push(x);
+      } catch {
+        // No answer in time (a loaded machine): this sample is missing, the next one will come.
+      } finally {
+        settling = false;
+      }
+    };
     let lastRow = 0;
     const cpuOf = () => Object.fromEntries(PROCESSES.map((p) => [p, cpuSeconds(pids[p]) ?? 0]));
     const waitOf = () => Object.fromEntries(PROCESSES.map((p) => [p, runQueueSeconds(pids[p])]));
@@ -538,6 +643,16 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       const wait = waitOf();
       const span = Math.max(0.001, now - lastRow);
       const lat = tail(latencies);
+      let waitSum = 0;
+      let cpuSum = 0;
+      for (const p of PROCESSES) {
+        waitSum += (wait[p] ?? 0) - (lastWait[p] ?? 0);
+        cpuSum += (cpu[p] ?? 0) - (lastCpu[p] ?? 0);
+      }
+      const waitShare = waitSum + cpuSum > 0 ? waitSum / (waitSum + cpuSum) : 0;
+      if (waitShare >= 0.5) totals.lateWhileStarved += cur.lateAfter;
+      totals.lateMs += cur.lateAfterMs;
+      totals.lateMachineMs += cur.lateAfterMs * waitShare;
       const iv: SoakInterval = {
         at: Math.round(now),
         warmup: now <= warmupSeconds,
@@ -561,6 +676,8 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
         runQueuePct: Object.fromEntries(
           PROCESSES.map((p) => [p, Math.round((((wait[p] ?? 0) - (lastWait[p] ?? 0)) / span) * 100)]),
         ) as Record<ProcessName, number>,
+        waitSharePct: Math.round(waitShare * 100),
+        natsSettledMb: median(intervalSettled.map((x) => x.settledMb)),
         load: round(loadavg()[0] ?? 0, 2),
       };
       lastCpu = cpu;
@@ -572,10 +689,13 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       stageInbox = [];
       stageHandler = [];
       intervalSamples = [];
+      intervalSettled = [];
       cur = zero();
     };
 
-    log(`soak: ${minutes} min, warm-up ${warmupSeconds} s, ${roomCount} rooms × ${membersPerRoom} open`);
+    log(
+      `soak: ${round(minutes, 2)} min, warm-up ${warmupSeconds} s, ${roomCount} rooms × ${membersPerRoom} open`,
+    );
     log(HEADER);
     const slots = Array.from({ length: roomCount }, (_, k) =>
       slot(k).catch((err: unknown) => {
@@ -583,6 +703,7 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       }),
     );
     const sampler = setInterval(sample, sampleSeconds * 1000);
+    const settler = setInterval(() => void settle(), settleSeconds * 1000);
     const rower = setInterval(row, intervalSeconds * 1000);
     sample();
     try {
@@ -595,6 +716,7 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
     // Every slot drains and checks its last room; what they deliver counts in the last row.
     await Promise.all(slots);
     clearInterval(sampler);
+    clearInterval(settler);
     clearInterval(rower);
     sample();
     row();
@@ -602,31 +724,35 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
     // Memory growth after warm-up: the median of the first post-warm-up window against the median
     // of the last window. A JS process's RSS saw-tooths with garbage collection, and nats-server's
     // with its block caches: one sample against one sample compares a peak with a trough.
+    const windowed = <T extends { at: number }>(list: T[], value: (x: T) => number): Growth => {
+      const first = median(
+        list.filter((x) => x.at > warmupSeconds && x.at <= warmupSeconds + windowSeconds).map(value),
+      );
+      const last = median(
+        list.filter((x) => x.at > trafficEnd - windowSeconds && x.at <= trafficEnd).map(value),
+      );
+      return { measure: 'rss', firstMb: first, lastMb: last, growth: round((last - first) / first, 3) };
+    };
+    const natsRssGrowth = windowed(samples, (x) => x.rssMb.natsServer);
+    const natsSettled = windowed(settled, (x) => x.settledMb);
     const growth = Object.fromEntries(
-      PROCESSES.map((p) => {
-        const first = median(
-          samples
-            .filter((s) => s.at > warmupSeconds && s.at <= warmupSeconds + windowSeconds)
-            .map((s) => s.rssMb[p]),
-        );
-        const last = median(
-          samples
-            .filter((s) => s.at > trafficEnd - windowSeconds && s.at <= trafficEnd)
-            .map((s) => s.rssMb[p]),
-        );
-        return [p, { firstMb: first, lastMb: last, growth: round((last - first) / first, 3) }];
-      }),
+      PROCESSES.map((p) => [p, windowed(samples, (x) => x.rssMb[p])]),
     ) as Record<ProcessName, Growth>;
+    // nats-server is judged on its settled memory when both windows have samples of it.
+    if (Number.isFinite(natsSettled.growth)) growth.natsServer = { ...natsSettled, measure: 'settled' };
+    else if (checkGrowth) log('nats-server: no settled samples in a growth window; its RSS is judged');
     for (const p of PROCESSES) {
       const g = growth[p];
-      if (!(g.growth <= limitOf(p)))
+      if (checkGrowth && !(g.growth <= limitOf(p)))
         failures.push(
-          `${p} grew ${round(g.growth * 100)}% after warm-up (median ${g.firstMb} → ${g.lastMb} MB; limit ${limitOf(p) * 100}%)`,
+          `${p} grew ${round(g.growth * 100)}% after warm-up (${g.measure === 'settled' ? 'settled memory' : 'RSS'}, median ${g.firstMb} → ${g.lastMb} MB; limit ${limitOf(p) * 100}%)`,
         );
     }
+    const lateMachineSharePct =
+      totals.lateMs > 0 ? Math.round((totals.lateMachineMs / totals.lateMs) * 100) : 0;
     if (totals.failLate > 0)
       failures.push(
-        `${totals.failLate} deliveries after warm-up were later than ${failLateMs} ms (late ones: ${lateExamples.slice(-3).join('; ')})`,
+        `${totals.failLate} deliveries after warm-up were later than ${failLateMs} ms (${totals.lateWhileStarved} of the ${totals.late} later than ${lateMs} ms came in intervals where Parley's processes waited for a CPU as long as they ran; ≈${lateMachineSharePct}% of the late deliveries' time was run-queue wait; late ones: ${lateExamples.slice(-3).join('; ')})`,
       );
     if (totals.accepted === 0) failures.push('no message was accepted');
     const all = tail(allLatencies);
@@ -639,12 +765,17 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
       windowSeconds,
       intervals,
       samples,
+      settled,
       growth,
+      natsRssGrowth,
+      growthChecked: checkGrowth,
       totals: {
         accepted: totals.accepted,
         refused,
         deliveries: totals.deliveries,
         late: totals.late,
+        lateWhileStarved: totals.lateWhileStarved,
+        lateMachineSharePct,
         roomsCreated: totals.created,
         roomsClosed: totals.closed,
         connects: totals.connects,
@@ -663,24 +794,24 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
   }
 }
 
-const HEADER = `${'time'.padStart(6)} ${'sent/s'.padStart(7)} ${'deliv/s'.padStart(8)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'max ms'.padStart(7)} ${'late'.padStart(5)} ${'p99 in|hd'.padStart(11)} ${'rooms +/-'.padStart(9)} ${'conn +/-'.padStart(9)} ${'nats MB'.padStart(8)} ${'svc MB'.padStart(7)} ${'agents MB'.padStart(9)} ${'cpu% n/s/a'.padStart(12)} ${'runq% n/s/a'.padStart(13)} ${'load'.padStart(5)}`;
+const HEADER = `${'time'.padStart(6)} ${'sent/s'.padStart(7)} ${'deliv/s'.padStart(8)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'max ms'.padStart(7)} ${'late'.padStart(5)} ${'p99 in|hd'.padStart(11)} ${'rooms +/-'.padStart(9)} ${'conn +/-'.padStart(9)} ${'nats MB'.padStart(8)} ${'settled'.padStart(8)} ${'svc MB'.padStart(7)} ${'agents MB'.padStart(9)} ${'cpu% n/s/a'.padStart(12)} ${'runq% n/s/a'.padStart(13)} ${'wait%'.padStart(5)} ${'load'.padStart(5)}`;
 
 function formatRow(iv: SoakInterval): string {
   const ms = (n: number) => (Number.isNaN(n) ? '-' : String(Math.round(n * 10) / 10));
   const mmss = `${Math.floor(iv.at / 60)}:${String(iv.at % 60).padStart(2, '0')}`;
-  return `${(iv.warmup ? `w ${mmss}` : mmss).padStart(6)} ${String(iv.sentPerSec).padStart(7)} ${String(iv.deliveriesPerSec).padStart(8)} ${ms(iv.latencyMs.p50).padStart(7)} ${ms(iv.latencyMs.p99).padStart(7)} ${ms(iv.latencyMs.max).padStart(7)} ${String(iv.late).padStart(5)} ${`${ms(Math.round(iv.stageP99Ms.toInbox))}|${ms(Math.round(iv.stageP99Ms.toHandler))}`.padStart(11)} ${`${iv.roomsCreated}/${iv.roomsClosed}`.padStart(9)} ${`${iv.connects}/${iv.disconnects}${iv.connectErrors ? `!${iv.connectErrors}` : ''}`.padStart(9)} ${String(iv.rssMb.natsServer).padStart(8)} ${String(iv.rssMb.services).padStart(7)} ${String(iv.rssMb.agents).padStart(9)} ${`${iv.cpuPct.natsServer}/${iv.cpuPct.services}/${iv.cpuPct.agents}`.padStart(12)} ${`${iv.runQueuePct.natsServer}/${iv.runQueuePct.services}/${iv.runQueuePct.agents}`.padStart(13)} ${String(iv.load).padStart(5)}`;
+  return `${(iv.warmup ? `w ${mmss}` : mmss).padStart(6)} ${String(iv.sentPerSec).padStart(7)} ${String(iv.deliveriesPerSec).padStart(8)} ${ms(iv.latencyMs.p50).padStart(7)} ${ms(iv.latencyMs.p99).padStart(7)} ${ms(iv.latencyMs.max).padStart(7)} ${String(iv.late).padStart(5)} ${`${ms(Math.round(iv.stageP99Ms.toInbox))}|${ms(Math.round(iv.stageP99Ms.toHandler))}`.padStart(11)} ${`${iv.roomsCreated}/${iv.roomsClosed}`.padStart(9)} ${`${iv.connects}/${iv.disconnects}${iv.connectErrors ? `!${iv.connectErrors}` : ''}`.padStart(9)} ${String(iv.rssMb.natsServer).padStart(8)} ${ms(iv.natsSettledMb).padStart(8)} ${String(iv.rssMb.services).padStart(7)} ${String(iv.rssMb.agents).padStart(9)} ${`${iv.cpuPct.natsServer}/${iv.cpuPct.services}/${iv.cpuPct.agents}`.padStart(12)} ${`${iv.runQueuePct.natsServer}/${iv.runQueuePct.services}/${iv.runQueuePct.agents}`.padStart(13)} ${String(iv.waitSharePct).padStart(5)} ${String(iv.load).padStart(5)}`;
 }
 
 /** The table over time (one row per interval; `w` marks warm-up rows) and the verdict. */
 export function formatSoak(r: SoakResult): string {
   const lines = [
-    `soak: ${r.minutes} min at ${r.rate} room messages/s × ${r.membersPerRoom} members (${r.capacity.source === 'probe' ? `${(r.capacity.fraction ?? 0) * 100}% of ${r.capacity.deliveriesPerSec} deliveries/s measured` : 'set by --rate'}); warm-up ${r.warmupSeconds} s, growth windows ${r.windowSeconds} s`,
+    `soak: ${round(r.minutes, 2)} min at ${r.rate} room messages/s × ${r.membersPerRoom} members (${r.capacity.source === 'probe' ? `${(r.capacity.fraction ?? 0) * 100}% of ${r.capacity.deliveriesPerSec} deliveries/s measured` : 'set by --rate'}); warm-up ${r.warmupSeconds} s, growth windows ${r.windowSeconds} s`,
     HEADER,
     ...r.intervals.map(formatRow),
     '',
     `totals: ${r.totals.accepted} accepted, ${r.totals.deliveries} deliveries, ${r.totals.roomsCreated} rooms created / ${r.totals.roomsClosed} closed, ${r.totals.connects} connects / ${r.totals.disconnects} disconnects (failed and tried again: ${JSON.stringify(r.totals.connectErrors)}); sends refused ${JSON.stringify(r.totals.refused)}`,
-    `latency (uniform sample of ${Math.min(20_000, r.totals.deliveries)} deliveries): p50 ${r.totals.latencyMs.p50} ms, p99 ${r.totals.latencyMs.p99} ms, max ${r.totals.latencyMs.max} ms; late after warm-up: ${r.totals.late}`,
-    `growth after warm-up (median of first vs last ${r.windowSeconds} s): ${PROCESSES.map((p) => `${p} ${r.growth[p].firstMb} → ${r.growth[p].lastMb} MB (${round(r.growth[p].growth * 100)}%)`).join(', ')}`,
+    `latency (uniform sample of ${Math.min(20_000, r.totals.deliveries)} deliveries): p50 ${r.totals.latencyMs.p50} ms, p99 ${r.totals.latencyMs.p99} ms, max ${r.totals.latencyMs.max} ms; late after warm-up: ${r.totals.late}, of which ${r.totals.lateWhileStarved} in intervals where the processes waited for a CPU at least as long as they ran (wait% ≥ 50); ≈${r.totals.lateMachineSharePct}% of the late deliveries' time was run-queue wait (latency × the interval's wait%)`,
+    `growth after warm-up (median of first vs last ${r.windowSeconds} s${r.growthChecked ? '' : '; measured, not judged in this form'}): ${PROCESSES.map((p) => `${p}${r.growth[p].measure === 'settled' ? ' (settled)' : ''} ${r.growth[p].firstMb} → ${r.growth[p].lastMb} MB (${round(r.growth[p].growth * 100)}%)`).join(', ')}; nats-server RSS ${r.natsRssGrowth.firstMb} → ${r.natsRssGrowth.lastMb} MB (${round(r.natsRssGrowth.growth * 100)}%)${r.settled.length ? `; last settled sample: live heap ${r.settled.at(-1)?.heapAllocMb} MB, freed heap kept ${r.settled.at(-1)?.idleKeptMb} MB` : ''}`,
     r.failures.length ? `FAILED:\n  ${r.failures.slice(0, 30).join('\n  ')}` : 'passed',
   ];
   return lines.join('\n');
