@@ -17,6 +17,9 @@ export interface ServiceProcess {
   stop(): Promise<number | null>;
 }
 
+/** How long a service process may take to answer /healthz, ms (generous: see the wait below). */
+const START_TIMEOUT_MS = 120_000;
+
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const c of live) c.kill('SIGKILL');
@@ -51,13 +54,16 @@ export async function startServiceProcess(
   void exited.then(() => {
     dead = true;
   });
+  // The wait ends on the event (healthy, or the process exited); the bound only catches a start that
+  // hangs. 30 s was too short with the load average at 60: a tsx-compiled service start alone took
+  // longer there, while the same start takes 2–5 s on an idle machine.
   await waitFor(
     async () => {
       if (dead) throw new Error(`${service} exited during start:\n${out}`);
       return (await fetch(healthUrl).catch(() => undefined))?.status === 200;
     },
-    `${service} to become healthy`,
-    30_000,
+    () => `${service} to become healthy (output so far:\n${out.slice(-4_000)})`,
+    START_TIMEOUT_MS,
   );
   return {
     name: service,
