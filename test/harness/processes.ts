@@ -37,7 +37,14 @@ export async function startServiceProcess(
   const child = spawn(process.execPath, [`services/${service}/src/main.ts`], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, LOG_LEVEL: 'warn', HTTP_HOST: '127.0.0.1', HTTP_PORT: String(port), ...env },
+    // PARLEY_TEST_LOG (e.g. info) also sets the processes' level: a start that hangs then says where.
+    env: {
+      ...process.env,
+      LOG_LEVEL: process.env.PARLEY_TEST_LOG ?? 'warn',
+      HTTP_HOST: '127.0.0.1',
+      HTTP_PORT: String(port),
+      ...env,
+    },
   });
   live.add(child);
   let out = '';
