@@ -64,14 +64,22 @@ export async function startServiceProcess(
   // The wait ends on the event (healthy, or the process exited); the bound only catches a start that
   // hangs. 30 s was too short with the load average at 60: a tsx-compiled service start alone took
   // longer there, while the same start takes 2–5 s on an idle machine.
-  await waitFor(
-    async () => {
-      if (dead) throw new Error(`${service} exited during start:\n${out}`);
-      return (await fetch(healthUrl).catch(() => undefined))?.status === 200;
-    },
-    () => `${service} to become healthy (output so far:\n${out.slice(-4_000)})`,
-    START_TIMEOUT_MS,
-  );
+  try {
+    await waitFor(
+      async () => {
+        if (dead) throw new Error(`${service} exited during start:\n${out}`);
+        return (await fetch(healthUrl).catch(() => undefined))?.status === 200;
+      },
+      () => `${service} to become healthy (output so far:\n${out.slice(-4_000)})`,
+      START_TIMEOUT_MS,
+    );
+  } catch (err) {
+    // A process that never became healthy is nobody's to stop: left running, it kept the test
+    // file alive until the runner's 300 s per-file limit.
+    child.kill('SIGKILL');
+    await exited;
+    throw err;
+  }
   return {
     name: service,
     healthUrl,
