@@ -6,7 +6,7 @@
 // Usage: pnpm test:contended [--runs=3] [--bound-ms=5000]
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { root } from './bootstrap.mjs';
 
@@ -82,6 +82,10 @@ try {
         worst,
         figures,
         ok,
+        // The machine may be shared: a figure means little without the load it was taken under.
+        load: loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' '),
       });
     }
   }
@@ -93,9 +97,15 @@ try {
 process.stdout.write(`\npnpm test:contended: ${runs} runs, ${busy.length} busy loops, bound ${boundMs} ms\n`);
 for (const row of rows) {
   process.stdout.write(
-    `${row.ok ? 'ok  ' : 'FAIL'} run ${row.run} ${row.suite}: exit ${row.exit}, ${row.seconds} s, worst delivery ${row.worst} ms after the last kill/restart\n`,
+    `${row.ok ? 'ok  ' : 'FAIL'} run ${row.run} ${row.suite}: exit ${row.exit}, ${row.seconds} s, worst delivery ${row.worst} ms after the last kill/restart, load ${row.load}\n`,
   );
   for (const f of row.figures)
-    process.stdout.write(`       ${f.test} (${f.nodes} node${f.nodes > 1 ? 's' : ''}): ${f.worstMs} ms\n`);
+    process.stdout.write(
+      `       ${f.test} (${f.nodes} node${f.nodes > 1 ? 's' : ''}): ${f.worstMs} ms${
+        f.streamsAnswerMs === undefined
+          ? ''
+          : ` (streams answered ${f.streamsAnswerMs} ms after the restart; worst ${f.afterStreamsAnswerMs} ms after that)`
+      }\n`,
+    );
 }
 process.exit(failed ? 1 : 0);

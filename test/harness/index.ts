@@ -285,5 +285,6 @@ export * from './parley.js';
 export * from './participants.js';
 export * from './processes.js';
 export * from './prometheus.js';
+export * from './proxy.js';
 export * from './recovery.js';
 export { waitFor } from './wait.js';

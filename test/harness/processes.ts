@@ -17,6 +17,9 @@ export interface ServiceProcess {
   stop(): Promise<number | null>;
 }
 
+/** How long a service process may take to answer /healthz, ms (generous: see the wait below). */
+const START_TIMEOUT_MS = 120_000;
+
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const c of live) c.kill('SIGKILL');
@@ -34,7 +37,14 @@ export async function startServiceProcess(
   const child = spawn(process.execPath, [`services/${service}/src/main.ts`], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, LOG_LEVEL: 'warn', HTTP_HOST: '127.0.0.1', HTTP_PORT: String(port), ...env },
+    // PARLEY_TEST_LOG (e.g. info) also sets the processes' level: a start that hangs then says where.
+    env: {
+      ...process.env,
+      LOG_LEVEL: process.env.PARLEY_TEST_LOG ?? 'warn',
+      HTTP_HOST: '127.0.0.1',
+      HTTP_PORT: String(port),
+      ...env,
+    },
   });
   live.add(child);
   let out = '';
@@ -51,14 +61,25 @@ export async function startServiceProcess(
   void exited.then(() => {
     dead = true;
   });
-  await waitFor(
-    async () => {
-      if (dead) throw new Error(`${service} exited during start:\n${out}`);
-      return (await fetch(healthUrl).catch(() => undefined))?.status === 200;
-    },
-    `${service} to become healthy`,
-    30_000,
-  );
+  // The wait ends on the event (healthy, or the process exited); the bound only catches a start that
+  // hangs. 30 s was too short with the load average at 60: a tsx-compiled service start alone took
+  // longer there, while the same start takes 2–5 s on an idle machine.
+  try {
+    await waitFor(
+      async () => {
+        if (dead) throw new Error(`${service} exited during start:\n${out}`);
+        return (await fetch(healthUrl).catch(() => undefined))?.status === 200;
+      },
+      () => `${service} to become healthy (output so far:\n${out.slice(-4_000)})`,
+      START_TIMEOUT_MS,
+    );
+  } catch (err) {
+    // A process that never became healthy is nobody's to stop: left running, it kept the test
+    // file alive until the runner's 300 s per-file limit.
+    child.kill('SIGKILL');
+    await exited;
+    throw err;
+  }
   return {
     name: service,
     healthUrl,

@@ -5,6 +5,9 @@
  * against its bound; the tests themselves only report it (speed is never a pass/fail test here).
  */
 import { appendFile } from 'node:fs/promises';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, credsAuthenticator } from '@nats-io/transport-node';
+import { streams } from '@parley/contracts';
 
 /** One delivery: when its message was accepted and when a member's handler got it (ms since the epoch). */
 export interface TimedDelivery {
@@ -35,4 +38,37 @@ export async function reportRecovery(
     file,
     `${JSON.stringify({ test, nodes, worstMs, at: new Date().toISOString(), ...extra })}\n`,
   );
+}
+
+/**
+ * When the room log and the inbox stream answer again after a restart (each has a leader that
+ * answers its info), in ms since the epoch, or undefined if they did not within `timeoutMs`. How
+ * much of a recovery figure is nats-server's own (electing JetStream's leaders), and how much is
+ * Parley's: a delivery cannot be faster than the streams it goes through.
+ */
+export async function whenStreamsAnswer(
+  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
+  timeoutMs = 120_000,
+): Promise<number | undefined> {
+  const nc = await connect({
+    servers: parley.natsUrl.split(','),
+    authenticator: credsAuthenticator(new TextEncoder().encode(await parley.serviceCreds())),
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 100,
+  });
+  try {
+    const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 1_000 });
+    const answers = async (name: string) => {
+      const info = await jsm.streams.info(name).catch(() => undefined);
+      return info !== undefined && (!info.cluster || info.cluster.leader !== undefined);
+    };
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if ((await answers(streams.rooms)) && (await answers(streams.inbox))) return Date.now();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return undefined;
+  } finally {
+    await nc.close();
+  }
 }

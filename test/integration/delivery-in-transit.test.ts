@@ -8,67 +8,26 @@
  * the nak'ed message while the older redelivery sat at its head, and the nak'ed one queued behind it.
  */
 import assert from 'node:assert/strict';
-import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { streams } from '@parley/contracts';
 import { connect, type Delivery } from '@parley/sdk';
-import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
+import {
+  type CuttingProxy,
+  connectService,
+  cuttingProxy,
+  startParley,
+  type TestParley,
+  waitFor,
+} from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-
-/**
- * A TCP proxy in front of nats-server that, once armed, cuts the client's connection when the
- * server sends bytes containing `marker`, without passing them on: the server counts that message
- * as delivered, the client never sees it. The client reconnects through the proxy.
- */
-async function cuttingProxy(target: URL) {
-  let marker: string | undefined;
-  let cuts = 0;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = tcpConnect(Number(target.port), target.hostname);
-    sockets.add(client);
-    sockets.add(upstream);
-    const close = () => {
-      client.destroy();
-      upstream.destroy();
-    };
-    client.on('error', close).on('close', close);
-    upstream.on('error', close).on('close', close);
-    client.on('data', (b) => upstream.write(b));
-    upstream.on('data', (b: Buffer) => {
-      if (marker !== undefined && b.includes(marker)) {
-        marker = undefined;
-        cuts++;
-        close();
-        return;
-      }
-      client.write(b);
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  return {
-    url: `nats://127.0.0.1:${port}`,
-    /** Cut the connection at the next server bytes containing `m`. */
-    arm(m: string) {
-      marker = m;
-    },
-    cuts: () => cuts,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  };
-}
 
 describe('a delivery lost in transit', () => {
   let parley: TestParley;
   let svc: NatsConnection;
-  let proxy: Awaited<ReturnType<typeof cuttingProxy>> | undefined;
+  let proxy: CuttingProxy | undefined;
   before(async () => {
     // A short ack wait: the lost delivery comes back after 2 s.
     parley = await startParley({ nodes: 1, backbone: { inboxAckWaitMs: 2_000 } });

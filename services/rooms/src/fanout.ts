@@ -23,6 +23,7 @@
  */
 import {
   AckPolicy,
+  type ConsumerInfo,
   type ConsumerMessages,
   DeliverPolicy,
   type JetStreamClient,
@@ -41,7 +42,6 @@ import {
   type MemberRole,
   type MembershipChange,
   otelApi,
-  PUSH_IDLE_HEARTBEAT_MS,
   type RoomChange,
   recordSpanError,
   roomOf,
@@ -125,6 +125,17 @@ const MAX_ACK_PENDING = 10_000;
 const PROBE_TIMEOUT_MS = 1_000;
 const PROBE_FOR_MS = 30_000;
 
+/**
+ * Idle heartbeat of a partition consumer, ms. Two missed ones make the worker check its consumer
+ * (see `recheck`), so this bounds how long a partition that pushes nothing goes unnoticed. With the
+ * inboxes' 5 s, a partition silent after a whole-cluster restart was found only after 10 s, most of
+ * that recovery. Cheap: one small message per second per idle partition.
+ */
+const PARTITION_HEARTBEAT_MS = 1_000;
+
+/** How long a worker that reconnected watches its consumer for a push before it starts over, ms. */
+const STALL_WATCH_MS = 500;
+
 /** A replica id as one subject token. */
 const replicaToken = (id: string) => id.replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -157,7 +168,7 @@ export function createFanout(o: FanoutOptions) {
       ack_wait: nanos(30_000),
       max_ack_pending: MAX_ACK_PENDING,
       deliver_subject: deliverSubject(p),
-      idle_heartbeat: nanos(PUSH_IDLE_HEARTBEAT_MS),
+      idle_heartbeat: nanos(PARTITION_HEARTBEAT_MS),
       flow_control: true,
     };
     const info = await o.jsm.consumers.info(streams.rooms, name).catch((err: unknown) => {
@@ -168,7 +179,13 @@ export function createFanout(o: FanoutOptions) {
       await o.jsm.consumers.add(streams.rooms, { ...base, deliver_policy: DeliverPolicy.All });
       return 0;
     }
-    if (info.config.deliver_subject === base.deliver_subject && info.num_ack_pending === 0)
+    // The heartbeat must be the one the worker expects (a consumer from an earlier version has 5 s:
+    // the worker would count every second without one as missed).
+    if (
+      info.config.deliver_subject === base.deliver_subject &&
+      info.config.idle_heartbeat === base.idle_heartbeat &&
+      info.num_ack_pending === 0
+    )
       return info.delivered.consumer_seq;
     const start = info.ack_floor.stream_seq + 1;
     // A worker told to stop never takes the consumer over: its partition is being handed over, and
@@ -483,13 +500,19 @@ export function createFanout(o: FanoutOptions) {
   ): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await handleBatch(conn, batch, stopped);
+        // A re-run reads its cursors again with the probe's short timeout: right after a restart a
+        // lookup can go unanswered (a replica still recovering), and with the default 5 s each such
+        // loss added 5 s to the recovery (seen: a 3-node re-run failing "timeout" 5 s after the
+        // inbox stream answered again). A slow answer only costs one more attempt.
+        await handleBatch(attempt === 1 ? conn : { ...conn, jsm: await probeOf(conn) }, batch, stopped);
         return;
       } catch (err) {
         if (stopped() || attempt >= 30) throw err;
         plog.warn({ err: (err as Error).message, attempt }, 'fan-out batch failed: retrying it');
+        // The cursors may be behind what the failed attempt stored. The room views stay: events are
+        // applied once by position (a re-run changes nothing), and one that lost a write race was
+        // dropped by persistView.
         cursors.clear();
-        views.clear();
         // Short: the write fails fast while JetStream is away, and every wait adds to the recovery.
         await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
         await inboxAnswers(conn, stopped);
@@ -524,6 +547,19 @@ export function createFanout(o: FanoutOptions) {
     return p;
   }
 
+  /**
+   * Why a partition consumer delivers nothing to a worker holding nothing, or undefined when it is
+   * fine. `lastDelivery` is the last delivery sequence the worker received.
+   */
+  function stallOf(info: ConsumerInfo, lastDelivery: number): string | undefined {
+    // Nobody subscribed, as the server sees it (the interest did not come back with the connection).
+    if (!info.push_bound) return 'no subscription bound to the partition consumer';
+    // Counted as delivered, never received: lost in transit, back only after the 30 s ack wait.
+    if (info.delivered.consumer_seq > lastDelivery) return 'deliveries lost in transit';
+    if (info.num_pending > 0) return 'partition consumer pushes nothing';
+    return undefined;
+  }
+
   function startWorker(p: number) {
     let stopped = false;
     let messages: ConsumerMessages | undefined;
@@ -531,6 +567,60 @@ export function createFanout(o: FanoutOptions) {
     let wake: (() => void) | undefined;
     const plog = log.child({ partition: p });
     const conn = connectionOf(p);
+    // The subscription being worked on: its last delivery sequence, the deliveries it received,
+    // whether a batch is in hand, and why it must start over (set by `recheck`).
+    let live: { lastDelivery: number; arrivals: number; busy: boolean; restart?: string } | undefined;
+    let checking = false;
+
+    /** Restarts the worker (resubscribe, and recreate the consumer at its ack floor if needed). */
+    const kick = (sub: NonNullable<typeof live>, reason: string) => {
+      if (sub.restart || stopped) return;
+      sub.restart = reason;
+      wake?.();
+    };
+
+    /**
+     * After the connection came back or heartbeats stopped: once JetStream answers about the
+     * consumer, starts over at once if it delivers nothing while the worker holds nothing — instead
+     * of waiting for missed heartbeats, or for the ack wait of entries lost with the connection.
+     * While JetStream does not answer (a cluster electing leaders) a restart cannot succeed and only
+     * adds to the recovery. Checked twice, STALL_WATCH_MS apart with no push in between, so an entry
+     * on its way is not taken for a stall.
+     */
+    const recheck = async (why: string) => {
+      const sub = live;
+      if (!sub || checking) return;
+      checking = true;
+      try {
+        const probe = await probeOf(conn);
+        const until = Date.now() + PROBE_FOR_MS;
+        let reason: string | undefined;
+        for (let look = 0; look < 2; ) {
+          if (stopped || sub !== live || sub.restart) return;
+          const arrivals = sub.arrivals;
+          const info = await probe.consumers
+            .info(streams.rooms, partitionConsumer(p))
+            .catch((err: unknown) => {
+              if (isConsumerNotFound(err)) return null;
+              return undefined;
+            });
+          if (info === undefined) {
+            if (Date.now() > until) return;
+            await new Promise((r) => setTimeout(r, 100));
+            continue;
+          }
+          reason = info === null ? 'partition consumer gone' : stallOf(info, sub.lastDelivery);
+          if (!reason || sub.busy || queue.length > 0 || sub.arrivals !== arrivals) return;
+          if (++look < 2) await new Promise((r) => setTimeout(r, STALL_WATCH_MS));
+        }
+        if (reason) {
+          plog.info({ why, reason }, 'partition consumer stalled: starting over');
+          kick(sub, reason);
+        }
+      } finally {
+        checking = false;
+      }
+    };
 
     const run = async () => {
       let backoff = 100;
@@ -539,43 +629,43 @@ export function createFanout(o: FanoutOptions) {
           // The consumer's delivery sequence so far: each push must be the next one. A jump means
           // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
           // count as delivered, and acknowledging a later one (AckAll) would skip them.
-          let lastDelivery = await ensureConsumer(p, () => stopped);
+          const sub: NonNullable<typeof live> = {
+            lastDelivery: await ensureConsumer(p, () => stopped),
+            arrivals: 0,
+            busy: false,
+          };
           let gap = false;
           queue.length = 0;
           const consumer = await conn.js.consumers.getBoundPushConsumer({
             deliver_subject: deliverSubject(p),
-            idle_heartbeat: nanos(PUSH_IDLE_HEARTBEAT_MS),
+            idle_heartbeat: nanos(PARTITION_HEARTBEAT_MS),
           });
           const current = await consumer.consume({
             abort_on_missing_resource: true,
             callback: (m) => {
               const d = m.info.deliverySequence;
-              if (d > lastDelivery + 1) gap = true;
+              if (d > sub.lastDelivery + 1) gap = true;
               // Lower or equal: the server went back (it restarted with older state) and sends
               // again what may have been handled: the cursors make that idempotent.
-              lastDelivery = d;
+              sub.lastDelivery = d;
+              sub.arrivals++;
               queue.push(m);
               wake?.();
             },
           });
           messages = current;
-          let missed = false;
+          live = sub;
           void (async () => {
-            // Two missed heartbeats: the consumer was deleted or moved (e.g. a stream leader
-            // change): start over, which recreates it here if needed.
             for await (const s of current.status()) {
-              if (s.type !== 'heartbeats_missed') continue;
-              // Start over (resubscribe, and recreate the consumer at its ack floor if it holds
-              // entries) — but only once JetStream answers again: while it does not (a cluster
-              // electing leaders), a restart cannot succeed and only adds to the recovery. A
-              // consumer that answers yet pushes nothing (seen after a whole-cluster restart: a
-              // room's partition stalled for minutes) needs the restart.
-              const info = await o.jsm.consumers
-                .info(streams.rooms, partitionConsumer(p))
-                .catch(() => undefined);
-              if (!info) continue;
-              missed = true;
-              wake?.();
+              if (s.type === 'heartbeat') {
+                // An idle heartbeat names the last delivery the server made; one later than the
+                // last received was lost in transit (it comes in order behind the deliveries).
+                if (s.lastConsumerSequence > sub.lastDelivery) kick(sub, 'deliveries lost in transit');
+              } else if (s.type === 'heartbeats_missed') {
+                // The consumer was deleted, moved (a stream leader change) or went silent (seen
+                // after a whole-cluster restart: a partition stalled for minutes).
+                void recheck('heartbeats missed');
+              }
             }
           })();
           const closed = current.closed().then(() => {
@@ -583,6 +673,7 @@ export function createFanout(o: FanoutOptions) {
           });
           backoff = 100;
           while (!stopped) {
+            if (sub.restart) throw new Error(sub.restart);
             if (queue.length === 0) {
               await new Promise<void>((r) => {
                 wake = r;
@@ -590,18 +681,20 @@ export function createFanout(o: FanoutOptions) {
               wake = undefined;
               if (queue.length === 0) {
                 // Woken with nothing to do: the consumer closed under us (deleted, or we stopped),
-                // or its heartbeats stopped.
-                if (!stopped)
-                  throw new Error(missed ? 'partition heartbeats missed' : 'partition consumer closed');
+                // or it stalled.
+                if (!stopped) throw new Error(sub.restart ?? 'partition consumer closed');
                 break;
               }
             }
             if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
+            sub.busy = true;
             await handleWithRetry(conn, queue.splice(0, o.batchSize), () => stopped, plog);
+            sub.busy = false;
           }
           await current.close().catch(() => undefined);
           await closed;
         } catch (err) {
+          live = undefined;
           await messages?.close().catch(() => undefined);
           if (stopped) break;
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
@@ -620,6 +713,8 @@ export function createFanout(o: FanoutOptions) {
     };
     const done = run();
     return {
+      /** The connection came back: see `recheck`. */
+      reconnected: () => void recheck('reconnected'),
       async stop() {
         stopped = true;
         wake?.();
@@ -671,8 +766,27 @@ export function createFanout(o: FanoutOptions) {
     },
   });
 
+  // A connection that came back: its partitions check their consumers at once (see `recheck`). The
+  // loops end with their connections (closed by the service after the fan-out stopped).
+  let watching = false;
+  function watchReconnects(): void {
+    if (watching) return;
+    watching = true;
+    for (const conn of new Set(o.connections)) {
+      void (async () => {
+        for await (const s of conn.nc.status()) {
+          if (s.type !== 'reconnect') continue;
+          for (const [p, w] of workers) if (connectionOf(p) === conn) w.reconnected();
+        }
+      })();
+    }
+  }
+
   return {
-    start: () => leases.start(),
+    start: async () => {
+      watchReconnects();
+      await leases.start();
+    },
     stop: () => leases.stop(),
     /** Partitions this replica works on. */
     owned: () => leases.held(),
