@@ -208,7 +208,10 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
   const loadStart = load();
   const progress = o.progress;
   const host = fork(join(here, 'scale-backbone.ts'), o.cluster ? ['--cluster'] : [], {
-    execArgv: childExecArgv,
+    // PARLEY_SCALE_CPU_PROF=<dir>: a V8 CPU profile of the services, written when they stop.
+    execArgv: process.env.PARLEY_SCALE_CPU_PROF
+      ? [...childExecArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.PARLEY_SCALE_CPU_PROF}`]
+      : childExecArgv,
     cwd: join(here, '..'),
     env: { ...process.env, LOG_LEVEL: 'warn', NODE_OPTIONS: '' },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
