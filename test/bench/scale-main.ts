@@ -91,7 +91,7 @@ process.stdout.write(args.json ? json : table(result));
 function table(r: ScaleResult): string {
   const cols = r.steps;
   const row = (name: string, f: (s: (typeof cols)[number]) => string | number) =>
-    `${name.padEnd(44)}${cols.map((s) => String(f(s)).padStart(14)).join('')}`;
+    `${name.padEnd(44)}${cols.map((s) => ` ${String(f(s)).padStart(19)}`).join('')}`;
   const p = (x: { p50: number; p99: number }) => `${x.p50}/${x.p99}`;
   return `${[
     `Parley scale — ${r.topology}, nats-server ${r.env.natsServer}, Node ${r.env.node}, ${r.env.cpus} CPUs; load average ${r.loadAverage.start.join(' ')} → ${r.loadAverage.end.join(' ')}; ${r.seconds} s`,
@@ -106,6 +106,7 @@ function table(r: ScaleResult): string {
     row('idle, none connected: nats CPU %', (s) => s.idleRegistered.natsCpuPercent),
     row('idle, none connected: services CPU %', (s) => s.idleRegistered.servicesCpuPercent),
     row('idle, none connected: nats RSS MB', (s) => s.idleRegistered.natsRssMb),
+    row('idle, none connected: load average', (s) => s.idleRegistered.loadAverage.join(' ')),
     row('connected agents', (s) => s.connected),
     row('connect ms p50/p99', (s) => p(s.connectMs)),
     row('inbox attach ms p50/p99', (s) => p(s.attachMs)),
@@ -113,6 +114,7 @@ function table(r: ScaleResult): string {
     row('idle, connected: nats CPU %', (s) => s.idleConnected.natsCpuPercent),
     row('idle, connected: services CPU %', (s) => s.idleConnected.servicesCpuPercent),
     row('idle, connected: nats RSS MB', (s) => s.idleConnected.natsRssMb),
+    row('idle, connected: load average', (s) => s.idleConnected.loadAverage.join(' ')),
     row('idle: nats KB per connected agent', (s) => s.idleConnected.natsKbPerConnectedAgent),
     row('idle: CPU % per connected agent', (s) => s.idleConnected.cpuPercentPerConnectedAgent),
     row('services RSS MB', (s) => s.idleConnected.servicesRssMb),
@@ -124,6 +126,7 @@ function table(r: ScaleResult): string {
     row('send→handler ms p50/p99', (s) => p(s.fixedRate.latencyMs)),
     row('CPU µs per delivery: nats', (s) => s.fixedRate.cpuUsPerDelivery.nats),
     row('CPU µs per delivery: services', (s) => s.fixedRate.cpuUsPerDelivery.services),
+    row('fixed rate: load average', (s) => s.fixedRate.loadAverage.join(' ')),
     row('send failures', (s) => s.sendFailures.length),
     row('connect failures', (s) => s.connectFailures.length),
     row('connects tried again (UNAVAILABLE)', (s) => s.connectRetries + s.roomCreate.connectRetries),

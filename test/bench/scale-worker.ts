@@ -68,15 +68,19 @@ let retries = 0;
 
 /**
  * Runs `fn`, again after `retryAfterMs` when it fails with a retryable code (UNAVAILABLE,
- * DEADLINE_EXCEEDED), up to 5 times: what an agent that wants to be online does.
+ * DEADLINE_EXCEEDED, or those given), up to `attempts` times: what an agent that wants to be online does.
  */
-async function retrying<T>(fn: () => Promise<T>): Promise<T> {
+async function retrying<T>(
+  fn: () => Promise<T>,
+  codes = ['UNAVAILABLE', 'DEADLINE_EXCEEDED'],
+  attempts = 5,
+): Promise<T> {
   for (let i = 1; ; i++) {
     try {
       return await fn();
     } catch (err) {
       const e = err as { code?: string; retryAfterMs?: number };
-      if (i >= 5 || (e.code !== 'UNAVAILABLE' && e.code !== 'DEADLINE_EXCEEDED')) throw err;
+      if (i >= attempts || !codes.includes(e.code ?? '')) throw err;
       retries++;
       await new Promise((r) => setTimeout(r, e.retryAfterMs ?? 1000));
     }
@@ -177,17 +181,29 @@ async function handle(m: WorkerRequest): Promise<void> {
             const t = now();
             // rooms.create is one call (what the SDK's rooms.create sends), given time on a busy
             // machine: it is many sequential JetStream writes (see docs/operations.md "Capacity").
-            const made = await owner.call(
-              roomsApi.create,
-              { title: `scale ${room.r}`, members: room.members, direct: false },
-              { timeout: 60_000 },
+            // The rooms service answers UNAVAILABLE when no room was made (a check or a write
+            // before the room record got no answer): asked again. DEADLINE_EXCEEDED may have made
+            // one, so it is not. Ten tries: at 10,000 registered agents nats-server's JetStream API
+            // stopped answering for ~30 s once (five tries were not enough; see docs/operations.md).
+            const made = await retrying(
+              () =>
+                owner.call(
+                  roomsApi.create,
+                  { title: `scale ${room.r}`, members: room.members, direct: false },
+                  { timeout: 60_000 },
+                ),
+              ['UNAVAILABLE'],
+              10,
             );
             created.push({ r: room.r, id: made.id, ms: now() - t });
           } finally {
             await owner.close();
           }
         } catch (err) {
-          if (failures.length < 20) failures.push(`room ${room.r}: ${(err as Error).message}`);
+          if (failures.length < 20)
+            failures.push(
+              `room ${room.r}: ${(err as { code?: string }).code ?? ''} ${(err as Error).message}`,
+            );
         }
       });
       const tried = retries;

@@ -74,6 +74,8 @@ export interface Idle {
   /** Resident memory now, summed over every nats-server node. */
   natsRssMb: number;
   servicesRssMb: number;
+  /** /proc/loadavg (1, 5, 15 min) at the end: the machine is shared, so every figure carries it. */
+  loadAverage: number[];
 }
 
 /** One tier of registered agents. */
@@ -113,6 +115,8 @@ export interface ScaleStep {
     latencyMs: Ms & { p95: number };
     /** CPU per delivery, microseconds. */
     cpuUsPerDelivery: { nats: number; services: number };
+    /** /proc/loadavg when the fixed rate ended. */
+    loadAverage: number[];
   };
   sendFailures: string[];
   connectFailures: string[];
@@ -208,7 +212,10 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
   const loadStart = load();
   const progress = o.progress;
   const host = fork(join(here, 'scale-backbone.ts'), o.cluster ? ['--cluster'] : [], {
-    execArgv: childExecArgv,
+    // PARLEY_SCALE_CPU_PROF=<dir>: a V8 CPU profile of the services, written when they stop.
+    execArgv: process.env.PARLEY_SCALE_CPU_PROF
+      ? [...childExecArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.PARLEY_SCALE_CPU_PROF}`]
+      : childExecArgv,
     cwd: join(here, '..'),
     env: { ...process.env, LOG_LEVEL: 'warn', NODE_OPTIONS: '' },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -273,6 +280,7 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
           1,
         ),
         servicesRssMb: round(rssMb(hostPid), 1),
+        loadAverage: load(),
       };
     };
     const cpuOf = () => ({
@@ -493,6 +501,7 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
       const afterRate = await waitDelivered(rateBase + rateExpected);
       const rateSeconds = (performance.now() - f0) / 1000;
       const cpu1 = cpuOf();
+      const rateLoad = load();
       const rateDelivered = afterRate.delivered - rateBase;
       const lat = percentiles(afterRate.latencies);
       const perDelivery = (s: number) => round((s / Math.max(1, rateDelivered)) * 1e6, 1);
@@ -540,6 +549,7 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
             nats: perDelivery(cpu1.nats - cpu0.nats),
             services: perDelivery(cpu1.services - cpu0.services),
           },
+          loadAverage: rateLoad,
         },
         sendFailures,
         connectFailures,

@@ -25,7 +25,13 @@ import {
   type roomsApi,
 } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { appendAudit, publishEvent } from '@parley/kit';
+import {
+  appendAudit,
+  isJetStreamUnavailable,
+  JetStreamUnavailableError,
+  publishEvent,
+  retryJetStream,
+} from '@parley/kit';
 import type { ConsentGate } from './consent.js';
 import type { ParticipantDirectory } from './participants.js';
 import { appendEntry, firstPosition, lastPosition, nextPosition, readLog, systemEntry } from './room-log.js';
@@ -63,6 +69,12 @@ const dec = new TextDecoder();
  * and says `more` (a page always holds at least one entry; one message is at most 1,000,000 bytes).
  */
 const HISTORY_PAGE_BYTES = 896 * 1024;
+
+/**
+ * How long `rooms.create` keeps retrying one of its JetStream writes while the server does not
+ * answer (a PubAck or KV write timing out on a loaded server).
+ */
+export const CREATE_WRITE_DEADLINE_MS = 15_000;
 
 /** Builds the control-plane handlers. */
 export function createControlPlane(deps: ControlDeps) {
@@ -191,11 +203,34 @@ export function createControlPlane(deps: ControlDeps) {
       const id = newId('room');
       const partition = partitionOf(id, deps.partitions);
       const policy = RoomPolicy.parse(req.policy ?? {});
+      // Each write is retried while JetStream does not answer: a log append carries its entry's id
+      // (the stream drops a second copy and acks the first one's position), the room record is
+      // created under a new id (a conflict on a retry is the earlier try's), member keys are puts.
+      // The room exists once its record does: a failure before that is UNAVAILABLE (nothing a
+      // caller can see was made: retry), at or after it DEADLINE_EXCEEDED (it may exist).
+      let committed = false;
+      const write = <T>(what: string, fn: () => Promise<T>) =>
+        retryJetStream(`${what} of new room ${id}`, fn, { deadlineMs: CREATE_WRITE_DEADLINE_MS }).catch(
+          (err) => {
+            if (!(err instanceof JetStreamUnavailableError) && !isJetStreamUnavailable(err)) throw err;
+            deps.log.warn({ err, room: id, committed }, 'room create: JetStream did not answer a write');
+            throw committed
+              ? new ParleyError(
+                  'DEADLINE_EXCEEDED',
+                  `room ${id} was created but not all of it was written in time (${(err as Error).message}): list your rooms before creating it again`,
+                  { cause: err, details: { room: id } },
+                )
+              : new ParleyError(
+                  'UNAVAILABLE',
+                  `the room could not be created now (${(err as Error).message}); it does not exist: try again`,
+                  { cause: err, retryAfterMs: 1_000 },
+                );
+          },
+        );
       const created: RoomChange = { change: 'created', by: caller, title: req.title };
-      const { seq: createdSeq } = await appendEntry(
-        js,
-        { id, partition },
-        systemEntry(id, caller, 'room', created),
+      const createdEntry = systemEntry(id, caller, 'room', created);
+      const { seq: createdSeq } = await write('the first log entry', () =>
+        appendEntry(js, { id, partition }, createdEntry),
       );
       const now = new Date().toISOString();
       const record: RoomRecord = {
@@ -222,7 +257,7 @@ export function createControlPlane(deps: ControlDeps) {
       ]) {
         const change: MembershipChange = { change: 'joined', member, role, delivery: 'all', by: caller };
         const entry = systemEntry(id, caller, 'membership', change, { mentions: [member] });
-        const { seq } = await appendEntry(js, { id, partition }, entry);
+        const { seq } = await write('a membership entry', () => appendEntry(js, { id, partition }, entry));
         audits.push(auditMembership(id, change, entry.id, seq));
         record.members[member] = {
           role,
@@ -234,10 +269,23 @@ export function createControlPlane(deps: ControlDeps) {
         record.lastSeq = seq;
       }
       await Promise.all(audits);
-      await createEntry(kv, keys.room(id), record);
+      // From the first try of the record on, the room may exist (a write that timed out may be stored).
+      committed = true;
+      let tries = 0;
+      await write('the room record', async () => {
+        tries++;
+        try {
+          await createEntry(kv, keys.room(id), record);
+        } catch (err) {
+          // The id is new: a record there is this create's earlier try, stored but not acked.
+          if (tries === 1 || (err as ParleyError).code !== 'CONFLICT') throw err;
+        }
+      });
       await Promise.all(
         Object.entries(record.members).map(([member, m]) =>
-          kv.put(keys.member(member, id), JSON.stringify({ role: m.role, joinedSeq: m.joinedSeq })),
+          write('a member key', () =>
+            kv.put(keys.member(member, id), JSON.stringify({ role: m.role, joinedSeq: m.joinedSeq })),
+          ),
         ),
       );
       await publishEvent(js, 'rooms', 'created', {

@@ -23,7 +23,13 @@ export function createParticipantDirectory(jsm: JetStreamManager) {
             details: { participant: id },
           });
         }
-        throw err;
+        // The server not answering in time or busy (a JetStream API timeout, thousands of
+        // consumers being created at once): retryable, and nothing was changed — not INTERNAL.
+        throw new ParleyError(
+          'UNAVAILABLE',
+          `whether ${id} is registered could not be read now (${(err as Error).message}); nothing was changed: try again`,
+          { cause: err, retryAfterMs: 1_000, details: { participant: id } },
+        );
       }
     },
     /** Drops a participant from the cache (deregistered). */
