@@ -15,7 +15,7 @@
  * The agents run in this process (their RSS is this process's); the backbone runs in its own.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isParleyError, registryApi } from '@parley/contracts';
@@ -300,6 +300,7 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
   );
   const agents: Agent[] = [];
   let admin: Agent | undefined;
+  const failures: string[] = [];
   try {
     await backbone.waitForOutput('Parley is running');
     const run = JSON.parse(readFileSync(join(home, 'run.json'), 'utf8')) as { natsUrl: string };
@@ -360,7 +361,6 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
     const idle = [...creds];
 
     const open = new Map<string, OpenRoom>();
-    const failures: string[] = [];
     const lateExamples: string[] = [];
     const refused: Record<string, number> = {};
     let stopping = false;
@@ -592,10 +592,22 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
         return undefined;
       }
     };
+    const gone = new Set<ProcessName>();
     const sample = () => {
+      const rss = Object.fromEntries(PROCESSES.map((p) => [p, rssMb(pids[p])])) as Record<
+        ProcessName,
+        number
+      >;
+      for (const p of PROCESSES) {
+        // A process that exited is a failure in itself, not a -100% growth.
+        if (rss[p] === 0 && !gone.has(p)) {
+          gone.add(p);
+          failures.push(`${p} (pid ${pids[p]}) exited at ${round(elapsed())} s of the run`);
+        }
+      }
       const s: MemorySample = {
         at: round(elapsed()),
-        rssMb: Object.fromEntries(PROCESSES.map((p) => [p, rssMb(pids[p])])) as Record<ProcessName, number>,
+        rssMb: rss,
         heapUsedMb: { agents: round(process.memoryUsage().heapUsed / 2 ** 20) },
       };
       void servicesHeap().then((mb) => {
@@ -790,6 +802,14 @@ export async function runSoak(options: SoakOptions = {}): Promise<SoakResult> {
     await Promise.allSettled(agents.map((a) => a.close()));
     await admin?.close().catch(() => undefined);
     await backbone.stop();
+    if (failures.length > 0) {
+      // What a failure needs to be explained (nats-server's log, the backbone's output) outlives
+      // the run; the JetStream store, the bulk of the home, does not.
+      const kept = await mkdtemp(join(tmpdir(), 'parley-soak-failed-'));
+      await cp(join(home, 'nats', 'nats-server.log'), join(kept, 'nats-server.log')).catch(() => undefined);
+      await writeFile(join(kept, 'backbone.log'), backbone.output());
+      log(`failed run: nats-server's log and the backbone's output kept in ${kept}`);
+    }
     await rm(home, { recursive: true, force: true });
   }
 }

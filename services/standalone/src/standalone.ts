@@ -215,6 +215,56 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   };
   let nats = o.natsServers ? undefined : await startNatsServer(natsOptions);
   const natsUrl = nats?.url ?? (o.natsServers ?? []).join(',');
+  // Exits the standalone asked for (stop, restartNats): every other exit of its nats-server is a
+  // crash, and the backbone restarts it on the same store (what a supervisor or a Kubernetes
+  // restart policy does) instead of running on with no server under the services.
+  const expectedExits = new WeakSet<NatsServerProcess>();
+  let supervisorStopped = false;
+  let restarting: Promise<void> | undefined;
+  const crashes: number[] = [];
+  const supervise = (proc: NatsServerProcess) => {
+    void proc.exited.then((code) => {
+      if (supervisorStopped || expectedExits.has(proc) || proc !== nats) return;
+      restarting = (async () => {
+        const now = Date.now();
+        crashes.push(now);
+        while (crashes.length > 0 && (crashes[0] as number) < now - 60_000) crashes.shift();
+        if (crashes.length > 5) {
+          log.error(
+            { exit: code ?? 'killed by a signal', log: paths.natsLog },
+            'nats-server exited unexpectedly for the 6th time in a minute: not restarting it (its log says why)',
+          );
+          return;
+        }
+        log.error(
+          { exit: code ?? 'killed by a signal', log: paths.natsLog },
+          'nats-server exited unexpectedly: restarting it (its log says why)',
+        );
+        for (let attempt = 1; !supervisorStopped; attempt++) {
+          await new Promise((r) => setTimeout(r, Math.min(250 * 2 ** attempt, 5_000)));
+          if (supervisorStopped) return;
+          try {
+            const next = await startNatsServer(natsOptions);
+            if (supervisorStopped) {
+              expectedExits.add(next);
+              await next.stop();
+              return;
+            }
+            nats = next;
+            supervise(next);
+            await writeRun(paths, runInfo());
+            log.warn({ pid: next.pid, attempt }, 'nats-server restarted');
+            return;
+          } catch (err) {
+            log.error({ err, attempt }, 'nats-server did not start again: retrying');
+          }
+        }
+      })().finally(() => {
+        restarting = undefined;
+      });
+    });
+  };
+  if (nats) supervise(nats);
   const connections: NatsConnection[] = [];
   const services: ParleyService[] = [];
   let http: ReturnType<typeof createHealthServer> | undefined;
@@ -283,6 +333,9 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     // With nats-server gone (it crashed, or was killed) every drain and flush would wait for a
     // reconnect that never comes: the connections are closed first, so the services' own
     // unsubscribes fail at once instead of hanging.
+    supervisorStopped = true;
+    await restarting;
+    if (nats) expectedExits.add(nats);
     const natsGone = nats !== undefined && !nats.running;
     if (natsGone) await Promise.allSettled(connections.map((nc) => nc.close()));
     // HTTP first: MCP sessions on it still need their connection to give back what they held. A
@@ -492,9 +545,12 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     reclaimed,
     async restartNats({ kill = false } = {}) {
       if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
+      await restarting;
+      expectedExits.add(nats);
       if (kill) await nats.kill9();
       else await nats.stop();
       nats = await startNatsServer(natsOptions);
+      supervise(nats);
       await writeRun(paths, runInfo());
     },
     stop,
