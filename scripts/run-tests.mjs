@@ -83,6 +83,7 @@ const KNOWN_DEFECTS = new Map(
       ? [['test/integration/reliability.test.ts', 'issue 12, 3-node delivery after a kill -9']]
       : []),
     ['test/cluster/room-leader-failover.test.ts', 'issue 12, sends after a room stream leader kill -9'],
+    ['test/chaos/chaos.test.ts', 'issue 21, two accepted messages never delivered after a pause'],
   ].map(([file, what]) => [resolve(root, file), what]),
 );
 let failed = [];

@@ -167,7 +167,7 @@ interface ChaosMember {
   /** room → handled message ids, in handling order */
   handled: Map<string, string[]>;
   /** accepted id → accepted at, not yet handled by this member */
-  outstanding: Map<string, { room: string; acceptedAt: number }>;
+  outstanding: Map<string, { room: string; acceptedAt: number; roomSeq: number }>;
   /** first handlings of accepted messages, for the resume figures */
   timings: { acceptedAt: number; handledAt: number; inboxedAt: number; room: string }[];
 }
@@ -425,7 +425,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           // A member may already have handled it (the reply raced the delivery).
           for (const m of r.members)
             if (!(m.handled.get(r.id) ?? []).includes(reply.id))
-              m.outstanding.set(reply.id, { room: r.id, acceptedAt: at });
+              m.outstanding.set(reply.id, { room: r.id, acceptedAt: at, roomSeq: reply.roomSeq });
         } catch (err) {
           failed++;
           log(`send to ${r.id} failed: ${(err as Error).message}`);
@@ -586,8 +586,23 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       30_000,
     ).catch((err: Error) => violation(`${err.message} (the inbox check did not cover the run)`));
     if (violations.length > 0 && !diagnostics) diagnostics = await diagnose(jsm, kv, members, replicas);
+    // Where a message that never arrived stopped: the room log must hold it at the position its
+    // send was answered with; if it does not, JetStream acknowledged a write it then lost (what a
+    // paused or partitioned stream leader can do), and nothing after the log could deliver it.
+    const whereIs = async (id: string, room: string, seq: number, member: string) => {
+      const stored = await jsm.streams.getMessage(streams.rooms, { seq }).then(
+        (sm) => (sm ? ((sm.json() as { id?: string }).id === id ? 'held' : 'another message') : 'nothing'),
+        (err: Error) =>
+          /no message found|not found/i.test(err.message) ? 'nothing' : `unknown (${err.message})`,
+      );
+      const inboxLast = inbox.last(subjects.inbox(member, room));
+      return `room log #${seq}: ${stored === 'held' ? 'holds it' : `holds ${stored} — an acknowledged write lost by JetStream`}; the member's inbox read to #${inboxLast}`;
+    };
     for (const m of members)
-      for (const [id, x] of m.outstanding) violation(`${m.id} never handled accepted ${id} (${x.room})`);
+      for (const [id, x] of m.outstanding)
+        violation(
+          `${m.id} never handled accepted ${id} (${x.room}; ${await whereIs(id, x.room, x.roomSeq, m.id)})`,
+        );
 
     let delivered = 0;
     for (const r of rooms) {
