@@ -32,7 +32,7 @@ describe('rooms.create checks when nothing answers in time', () => {
   });
 
   /** A consent replica on the real subject that lets the first `silent` checks go unanswered. */
-  const replica = (silent: number, answer: object) => {
+  const replica = async (silent: number, answer: object) => {
     const seen: string[] = [];
     const sub = consent.subscribe(consentApi.check.listen, {
       queue: 'consent',
@@ -41,11 +41,14 @@ describe('rooms.create checks when nothing answers in time', () => {
         if (seen.length > silent) msg.respond(encodeJson(answer));
       },
     });
+    // The server knows the subscription before the first check is sent: a check sent before would
+    // find no responder and be counted as a try nobody saw.
+    await consent.flush();
     return { seen, stop: () => sub.unsubscribe() };
   };
 
   it('asks a check that got no answer again, and uses the answer that comes', async () => {
-    const r = replica(1, { allowed: true, via: 'same_owner', explain: 'same owner' });
+    const r = await replica(1, { allowed: true, via: 'same_owner', explain: 'same owner' });
     try {
       await createConsentGate({ nc, timeoutMs: 300 })(a, b);
       assert.equal(r.seen.length, 2, 'the unanswered check was asked once more');
@@ -55,7 +58,7 @@ describe('rooms.create checks when nothing answers in time', () => {
   });
 
   it('answers UNAVAILABLE with a retry hint when no try is answered, after the tries it states', async () => {
-    const r = replica(Number.POSITIVE_INFINITY, {});
+    const r = await replica(Number.POSITIVE_INFINITY, {});
     try {
       await assert.rejects(createConsentGate({ nc, timeoutMs: 200 })(a, b), (err) => {
         assert.ok(isParleyError(err, 'UNAVAILABLE'), String(err));
@@ -71,7 +74,7 @@ describe('rooms.create checks when nothing answers in time', () => {
   });
 
   it('does not ask a refusal again: it is NO_CONSENT at once', async () => {
-    const r = replica(0, { allowed: false, via: 'none', missing: 'contact', explain: 'not contacts' });
+    const r = await replica(0, { allowed: false, via: 'none', missing: 'contact', explain: 'not contacts' });
     try {
       await assert.rejects(createConsentGate({ nc, timeoutMs: 300 })(a, b), (err) =>
         isParleyError(err, 'NO_CONSENT'),
