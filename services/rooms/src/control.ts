@@ -70,6 +70,16 @@ const dec = new TextDecoder();
  */
 const HISTORY_PAGE_BYTES = 896 * 1024;
 
+/** Whether one more entry of `size` bytes fits a page that holds `count` so far (the first always does). */
+function historyPageBudget() {
+  let bytes = 0;
+  return (size: number, count: number) => {
+    if (count > 0 && bytes + size > HISTORY_PAGE_BYTES) return false;
+    bytes += size;
+    return true;
+  };
+}
+
 /**
  * How long `rooms.create` keeps retrying one of its JetStream writes while the server does not
  * answer (a PubAck or KV write timing out on a loaded server).
@@ -651,17 +661,16 @@ export function createControlPlane(deps: ControlDeps) {
         let cursor = from;
         let more = false;
         // Private notices to others are skipped, so read until the page is full.
-        let bytes = 0;
+        const fits = historyPageBudget();
         fill: while (entries.length < req.limit && cursor <= to) {
           const page = await readLog(js, r, { from: cursor, to, limit: req.limit - entries.length });
           for (const m of page.entries) {
             const e = toEntry(m.seq, m.data);
             if (visible(e.message)) {
-              if (entries.length > 0 && bytes + m.data.length > HISTORY_PAGE_BYTES) {
+              if (!fits(m.data.length, entries.length)) {
                 more = true;
                 break fill;
               }
-              bytes += m.data.length;
               entries.push(e);
             }
             cursor = m.seq + 1;
@@ -692,10 +701,9 @@ export function createControlPlane(deps: ControlDeps) {
         // One entry beyond the page tells whether there is more.
         if (collected.length > req.limit || from === lo) {
           const entries: HistoryEntry[] = [];
-          let bytes = 0;
+          const fits = historyPageBudget();
           for (const c of collected.slice(-req.limit).reverse()) {
-            if (entries.length > 0 && bytes + c.bytes > HISTORY_PAGE_BYTES) break;
-            bytes += c.bytes;
+            if (!fits(c.bytes, entries.length)) break;
             entries.push(c.entry);
           }
           return { entries, more: collected.length > entries.length, ...flag };
