@@ -325,7 +325,11 @@ export function createFanout(o: FanoutOptions) {
     if (span && otelApi) injectContext(h, otelApi.trace.setSpan(parent ?? otelApi.ROOT_CONTEXT, span));
     h.set(headerNames.roomSeq, String(m.seq));
     if (prevRoomSeq > 0) h.set(headerNames.prevSeq, String(prevRoomSeq));
-    h.set(headerNames.msgId, `${m.seq}:${recipient}`);
+    // De-duplication by message, not position: after JetStream lost an acknowledged room-log write
+    // (seen on 2.9.10 after a SIGSTOP of a stream leader: the log went on from an earlier position),
+    // another message can come at a position already written, and a position-based id made its
+    // inbox writes "duplicates" — dropped, or a fan-out re-running the same batch until it gave up.
+    h.set(headerNames.msgId, `${m.headers?.get(headerNames.messageId) ?? m.seq}:${recipient}`);
     if (expectedInboxSeq !== undefined) h.set(headerNames.expectedLastSubjectSeq, String(expectedInboxSeq));
     const stored = conn.publisher.publish(subjects.inbox(recipient, room), m.data, { headers: h }).then(
       (ack) => {
@@ -359,17 +363,22 @@ export function createFanout(o: FanoutOptions) {
   ): Promise<void> {
     const key = `${recipient}.${room}`;
     let c = await cursor(conn, recipient, room);
+    let refused = '';
     for (let attempt = 0; ; attempt++) {
       // Entries at or below the cursor were delivered before (a re-run after a crash).
       const todo = items.filter((x) => x.m.seq > c.roomSeq);
       const [first, ...rest] = todo;
       if (!first) return;
-      if (attempt === 3) throw new Error(`inbox ${key} keeps changing under the fan-out`);
+      if (attempt === 3)
+        throw new Error(
+          `inbox ${key} keeps changing under the fan-out (last try: ${refused}; the stream leader named inbox #${c.inboxSeq}, room #${c.roomSeq} as its last entry)`,
+        );
       let fenced: StoredAck;
       try {
         fenced = await publishOne(conn, first, recipient, room, c.roomSeq, c.inboxSeq);
       } catch (err) {
         if (!isKvConflict(err)) throw err;
+        refused = `expected inbox #${c.inboxSeq}, refused with "${(err as Error).message}"`;
         const fresh = await lookupCursor(conn, recipient, room, true);
         // Retention emptied the subject (its entries aged out, or went to the inbox byte limit): the
         // fence now expects an empty subject, and the position delivered last still chains the next
@@ -379,16 +388,43 @@ export function createFanout(o: FanoutOptions) {
         continue;
       }
       if (fenced.duplicate) {
-        // Stored before, within the dedupe window: the cursor was behind. Read it again.
-        c = await lookupCursor(conn, recipient, room, true);
+        // Stored before, within the dedupe window: the cursor was behind. Read it again. When it was
+        // not (the subject's last entry is the one expected), this message is in the subject at an
+        // earlier position (the room log holds it twice): it is delivered, so it is passed over.
+        const fresh = await lookupCursor(conn, recipient, room, true);
+        c =
+          fresh.inboxSeq === c.inboxSeq && fresh.roomSeq === c.roomSeq
+            ? { roomSeq: first.m.seq, inboxSeq: c.inboxSeq }
+            : fresh;
         cursors.set(key, c);
         continue;
       }
-      const acks = await Promise.all(
+      const settled = await Promise.allSettled(
         rest.map((x, i) =>
           publishOne(conn, x, recipient, room, (i === 0 ? first : rest[i - 1])?.m.seq ?? 0, undefined),
         ),
       );
+      const failedAt = settled.findIndex((s) => s.status === 'rejected');
+      if (failedAt >= 0) {
+        // The batch runs again from the inbox's last entry. A write refused while a later one was
+        // stored (a stream leader change or a lost connection in the middle of the run) left a hole
+        // that nothing here can fill; its next entry names the position before the hole
+        // (Parley-Prev-Seq), and the recipient backfills the hole from the room's history.
+        const storedAfter = settled.findLastIndex((s) => s.status === 'fulfilled');
+        if (storedAfter > failedAt)
+          log.warn(
+            {
+              inbox: key,
+              missing: settled.flatMap((s, i) =>
+                s.status === 'rejected' && i < storedAfter ? [rest[i]?.m.seq] : [],
+              ),
+              err: ((settled[failedAt] as PromiseRejectedResult).reason as Error).message,
+            },
+            'inbox writes refused before a stored one: the recipient backfills the hole',
+          );
+        throw (settled[failedAt] as PromiseRejectedResult).reason;
+      }
+      const acks = settled.map((s) => (s as PromiseFulfilledResult<StoredAck>).value);
       const last = todo.at(-1) ?? first;
       cursors.set(key, { roomSeq: last.m.seq, inboxSeq: (acks.at(-1) ?? fenced).seq });
       return;

@@ -1,0 +1,105 @@
+/**
+ * The fan-out's de-duplication of inbox writes is by message, not by room-log position. Two states a
+ * room log can be left in by JetStream under faults, each made here by hand on a real nats-server:
+ * - a position reused by another message: after a stream leader lost an acknowledged write (seen on
+ *   nats-server 2.9.10 after a SIGSTOP of the leader, in the chaos test), the log went on from an
+ *   earlier position, and the inbox writes made for the lost entry are still in the inbox's dedupe
+ *   window. A position-based id took the new message's writes for those: it never arrived, and the
+ *   fan-out re-ran its batch until it gave up.
+ * - one message at two positions (appended again after the room log's dedupe window): delivered once,
+ *   and the room goes on.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import {
+  credsAuthenticator,
+  type NatsConnection,
+  connect as natsConnect,
+  headers as natsHeaders,
+} from '@nats-io/transport-node';
+import { headerNames, streams, subjects } from '@parley/contracts';
+import type { Delivery } from '@parley/sdk';
+import { startParley, type TestParley, waitFor } from '@parley/test/harness';
+
+const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+
+/** Well under the fan-out's give-up (30 re-runs) and the inbox's 2 min dedupe window. */
+const BOUND_MS = 20_000;
+
+describe('fan-out de-duplication of inbox writes', () => {
+  let parley: TestParley;
+  let nc: NatsConnection;
+  let js: JetStreamClient;
+  let jsm: JetStreamManager;
+  before(async () => {
+    parley = await startParley({ nodes: 1 });
+    nc = await natsConnect({
+      servers: parley.natsUrl.split(','),
+      authenticator: credsAuthenticator(new TextEncoder().encode(await parley.serviceCreds())),
+    });
+    js = jetstream(nc);
+    jsm = await jetstreamManager(nc);
+  });
+  after(async () => {
+    await nc?.close();
+    await parley?.destroy();
+  });
+
+  async function roomWithMember() {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const receiver = await parley.connect(r.creds);
+    const handled: Delivery[] = [];
+    receiver.on('message', (d) => {
+      handled.push(d);
+    });
+    await receiver.listening;
+    const room = await sender.rooms.create('dedupe', { members: [r.id] });
+    await room.send('warm-up');
+    await waitFor(() => handled.length === 1, 'the warm-up to be handled');
+    return { room, member: r.id, handled };
+  }
+
+  it('a message at a room-log position an earlier, lost entry was written for reaches the member', async () => {
+    const { room, member, handled } = await roomWithMember();
+    // What the lost entry left: an inbox write for the next position, to this member, still within
+    // the dedupe window (its subject is another room's: only the id matters to the dedupe).
+    const next = (await jsm.streams.info(streams.rooms)).state.last_seq + 1;
+    const h = natsHeaders();
+    h.set(headerNames.roomSeq, String(next));
+    await js.publish(subjects.inbox(member, 'room_00000000000000000000000000'), '{}', {
+      headers: h,
+      msgID: `${next}:${member}`,
+    });
+    const reused = await room.send('at a reused position');
+    assert.equal(reused.roomSeq, next, 'the test writes for the position the message is stored at');
+    const after = await room.send('after it');
+    await waitFor(
+      () => handled.some((d) => d.message.id === after.id),
+      () => `both to be handled (handled: ${handled.map(text).join(', ')})`,
+      BOUND_MS,
+    );
+    assert.deepEqual(handled.map(text), ['warm-up', 'at a reused position', 'after it']);
+  });
+
+  it('a message the room log holds twice is handled once, and the room goes on', async () => {
+    const { room, handled } = await roomWithMember();
+    const once = await room.send('once');
+    await waitFor(() => handled.some((d) => d.message.id === once.id), 'the message to be handled');
+    // Its entry appended again, as a repeat after the room log's dedupe window would be.
+    const stored = await jsm.streams.getMessage(streams.rooms, { seq: once.roomSeq });
+    assert.ok(stored, 'the room log holds the message');
+    const copy = natsHeaders();
+    for (const [k, v] of stored.header) if (k !== 'Nats-Msg-Id') for (const x of v) copy.append(k, x);
+    await js.publish(stored.subject, stored.data, { headers: copy, msgID: `again-${once.id}` });
+    const next = await room.send('next');
+    await waitFor(
+      () => handled.some((d) => d.message.id === next.id),
+      () => `the next message to be handled (handled: ${handled.map(text).join(', ')})`,
+      BOUND_MS,
+    );
+    assert.deepEqual(handled.map(text), ['warm-up', 'once', 'next']);
+  });
+});
