@@ -32,6 +32,8 @@ describe('chaos on the 3-node cluster under load (short form)', () => {
       firstReplicaStop: 'SIGTERM',
       boundMs: CHAOS_BOUND_MS,
       log: (line) => t.diagnostic(line),
+      // PARLEY_CHAOS_KEEP_LOGS=<dir>: the nats-server logs and stores and the replicas' output kept.
+      ...(process.env.PARLEY_CHAOS_KEEP_LOGS ? { keepLogsIn: process.env.PARLEY_CHAOS_KEEP_LOGS } : {}),
     });
     const table = formatReport(report);
     console.log(table);

@@ -153,6 +153,8 @@ export interface ChaosReport {
   leaseUnchecked: number;
   /** Inbox entries checked by the inbox watch. */
   inboxEntries: number;
+  /** Inbox entries written after a hole the recipient had to backfill (see InboxChains). */
+  inboxHoles: number;
   /** Every broken invariant, in the order it was seen. */
   violations: string[];
   /** State of the cluster and the services when the first violation was seen. */
@@ -402,6 +404,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let sent = 0;
     let failed = 0;
     const accepted: Map<string, string[]> = new Map(rooms.map((r) => [r.id, []]));
+    /** The room-log position each accepted send was answered with. */
+    const positions = new Map<string, number>();
     const senders = rooms.map(async (r) => {
       const room = r.sender.agent.rooms.room(r.id);
       let next = Date.now();
@@ -422,6 +426,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const reply = await room.send(`${r.id}:${i}`, { deadlineMs: 60_000 });
           const at = Date.now();
           accepted.get(r.id)?.push(reply.id);
+          positions.set(reply.id, reply.roomSeq);
           // A member may already have handled it (the reply raced the delivery).
           for (const m of r.members)
             if (!(m.handled.get(r.id) ?? []).includes(reply.id))
@@ -603,6 +608,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         violation(
           `${m.id} never handled accepted ${id} (${x.room}; ${await whereIs(id, x.room, x.roomSeq, m.id)})`,
         );
+    // Every accepted message is still where JetStream acknowledged it: a position holding another
+    // message means the room log lost an acknowledged write and went on from an earlier position
+    // (what nats-server 2.9.10 was seen doing after a SIGSTOP of the stream's leader).
+    const moved: string[] = [];
+    for (const [id, seq] of positions) {
+      const held = await jsm.streams.getMessage(streams.rooms, { seq }).then(
+        (sm) => (sm?.json() as { id?: string } | undefined)?.id ?? 'nothing',
+        () => 'nothing',
+      );
+      if (held !== id) moved.push(`#${seq} (${id} accepted there, ${held} now)`);
+    }
+    if (moved.length > 0)
+      violation(
+        `JetStream lost ${moved.length} acknowledged room-log writes: ${moved.slice(0, 5).join(', ')}${moved.length > 5 ? ', …' : ''}`,
+      );
 
     let delivered = 0;
     for (const r of rooms) {
@@ -644,6 +664,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       leaseGaps: leases.gaps,
       leaseUnchecked: leases.unchecked,
       inboxEntries: inbox.entries,
+      inboxHoles: inbox.holes,
       violations,
       ...(diagnostics ? { diagnostics } : {}),
     };
@@ -795,7 +816,7 @@ export function formatReport(r: ChaosReport): string {
     ...rows,
     '',
     `faults: ${[...count].map(([k, n]) => `${n} ${k}`).join(', ')}; worst resume: ${[...worst].map(([k, ms]) => `${k} ${ms} ms`).join(', ')} (bound ${r.boundMs} ms); JetStream back after at worst: ${[...back].map(([k, ms]) => `${k} ${ms} ms`).join(', ')}`,
-    `messages: ${r.sent} sent, ${r.accepted} accepted, ${r.failed} failed, ${r.delivered} deliveries of accepted messages (${r.backfilled} backfilled, ${r.redelivered} redelivered); ${r.inboxEntries} inbox entries checked, ${r.leaseHandovers} lease handovers (${r.leaseUnchecked} more across ${r.leaseGaps} gaps of the lease watch, unchecked); seed ${r.seed}; ${(r.durationMs / 1000).toFixed(0)} s`,
+    `messages: ${r.sent} sent, ${r.accepted} accepted, ${r.failed} failed, ${r.delivered} deliveries of accepted messages (${r.backfilled} backfilled, ${r.redelivered} redelivered); ${r.inboxEntries} inbox entries checked (${r.inboxHoles} after a hole), ${r.leaseHandovers} lease handovers (${r.leaseUnchecked} more across ${r.leaseGaps} gaps of the lease watch, unchecked); seed ${r.seed}; ${(r.durationMs / 1000).toFixed(0)} s`,
     r.violations.length === 0
       ? 'invariants: held'
       : `invariants: ${r.violations.length} violations\n${r.violations.map((v) => `  ${v}`).join('\n')}`,

@@ -37,7 +37,7 @@ describe('chaos invariants', () => {
     assert.match(l.write('fanout.1', 'replica-0', 3_000) ?? '', /two holders/, 'judged again after it');
   });
 
-  it('an inbox entry at or below the last position, or not naming the one before it, is caught', () => {
+  it('an inbox entry at or below the last position, or naming an earlier one than the last, is caught; a hole is counted', () => {
     const c = new InboxChains();
     const s = 'parley.inbox.agt_a.room_b';
     assert.equal(c.entry(s, 10, 0), undefined);
@@ -47,7 +47,11 @@ describe('chaos invariants', () => {
     assert.match(c.entry(s, 20, 12) ?? '', /names 12 before it, the last written was 14/);
     assert.equal(c.entry('parley.inbox.agt_a.room_c', 11, 0), undefined, 'subjects are independent');
     assert.equal(c.last(s), 20);
-    assert.equal(c.entries, 6);
+    assert.equal(c.holes, 0);
+    assert.equal(c.entry(s, 25, 23), undefined, 'a hole: 21–23 refused, 25 stored');
+    assert.equal(c.holes, 1);
+    assert.match(c.entry(s, 30, 30) ?? '', /names 30 before it/, 'naming itself is no hole');
+    assert.equal(c.entries, 8);
   });
 
   it('a message handled twice or out of room order is caught per member and room', () => {
