@@ -98,6 +98,7 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
       watch = await watchKv(kv, {
         onEntry: (e: KvEntry) => c.view.apply(e),
         onError: (err, e) => log.warn({ err, key: e.key }, 'unreadable contacts entry skipped'),
+        log,
       });
       await watch.initialized;
       // A deregistered agent's owner must not be answered from the cache.

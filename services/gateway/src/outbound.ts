@@ -434,6 +434,7 @@ export function createOutbound(deps: OutboundDeps) {
           void apply(agent, e.operation === 'PUT' ? WebhookRecord.parse(e.json()) : undefined);
         },
         onError: (err) => log.warn({ err }, 'webhook watch failed'),
+        log,
       });
       stopWatch = () => watch.stop();
     },

@@ -350,6 +350,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
           else keys.set(id, ApiKeyRecord.parse(e.json()));
         },
         onError: (err) => log.warn({ err }, 'API key watch failed'),
+        log,
       });
       await watch.initialized;
       const policyKv = await kvm.open(buckets.policy);
@@ -364,6 +365,7 @@ export function createGatewayService(deps: GatewayDeps): GatewayService {
           } else revoked.delete(id);
         },
         onError: (err) => log.warn({ err }, 'policy watch failed'),
+        log,
       });
       await policyWatch.initialized;
       // Standing for serveApis: a suspended participant's writes (keys, hooks) are refused here too.

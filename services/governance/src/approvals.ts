@@ -149,6 +149,7 @@ export function createApprovals(deps: ApprovalsDeps) {
         key: `${PREFIX}>`,
         onEntry,
         onError: (err) => log.warn({ err }, 'bad approval'),
+        log,
       });
       await watch.initialized;
     },

@@ -54,6 +54,7 @@ export async function createPolicyStore(kv: KV, log: Logger) {
         key: `${prefix}>`,
         onEntry,
         onError: (err, e) => log.error({ err, key: e.key }, 'unreadable policy entry'),
+        log,
       }),
     );
   };

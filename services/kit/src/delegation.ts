@@ -94,6 +94,7 @@ export async function createDelegationVerifier(
         rebuildKeySet();
       },
       onError: (err) => log.error({ err }, 'unreadable delegation key'),
+      log,
     }),
   );
   watches.push(
@@ -114,6 +115,7 @@ export async function createDelegationVerifier(
         }
       },
       onError: (err) => log.error({ err }, 'unreadable delegation revocation'),
+      log,
     }),
   );
   await Promise.all(watches.map((w) => w.initialized));

@@ -6,6 +6,9 @@ import type { ZodType } from 'zod';
 import { retryJetStream } from './jetstream-ready.js';
 import { isKvConflict } from './nats-errors.js';
 
+/** How often a watch still replaying the bucket says so, ms. */
+const SLOW_REPLAY_MS = 10_000;
+
 /** A running watch of {@link watchKv}. */
 export interface KvWatch {
   /** Resolves once every value that existed when the watch started has been handed to `onEntry`. */
@@ -56,9 +59,26 @@ export async function watchKv(kv: KV, options: WatchKvOptions): Promise<KvWatch>
   const initialized = new Promise<void>((resolve) => {
     markInitialized = resolve;
   });
+  let received = 0;
+  // A service waits for its watches at start and has no health endpoint before: a replay that does
+  // not finish says so, instead of a start that hangs without a word.
+  const slow =
+    pending === 0
+      ? undefined
+      : setInterval(
+          () =>
+            options.log?.warn(
+              { key, pending, received },
+              'KV watch has not replayed the bucket yet: the start waits for it',
+            ),
+          SLOW_REPLAY_MS,
+        );
+  slow?.unref();
+  void initialized.then(() => clearInterval(slow));
   if (pending === 0) markInitialized();
   void (async () => {
     for await (const e of iter) {
+      received++;
       try {
         options.onEntry(e);
       } catch (err) {

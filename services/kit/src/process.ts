@@ -117,7 +117,14 @@ export async function runServiceProcess<C extends ProcessConfig>(
     tracer: telemetry.tracer(o.name),
     metrics,
   });
-  await service.start();
+  // The health endpoint comes after the start: a start that does not end says so while it waits.
+  const started = Date.now();
+  const slowStart = setInterval(
+    () => log.warn({ ms: Date.now() - started }, `${o.name} is still starting (no health endpoint yet)`),
+    15_000,
+  );
+  slowStart.unref();
+  await service.start().finally(() => clearInterval(slowStart));
   const http = createHealthServer({
     log,
     checks: {

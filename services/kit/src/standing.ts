@@ -49,6 +49,7 @@ export async function createStandingView(
       else blocked.delete(id);
     },
     onError: (err) => o.log.error({ err }, 'unreadable policy entry'),
+    log: o.log,
   });
   await watch.initialized;
   return {
