@@ -232,7 +232,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         NATS_URL: running.natsUrl,
         NATS_CREDS: credsFile,
         PARLEY_REPLICA_ID: `replica-${i}`,
-        ...(o.keepLogsIn ? { LOG_LEVEL: 'info' } : {}),
+        // Info: the fan-out's lease, worker and consumer changes, which the diagnostics quote.
+        LOG_LEVEL: 'info',
       });
     const clusterUp = rel(Date.now());
     // Independent of each other: started at once (one after the other cost the short form ~10 s).
@@ -741,15 +742,27 @@ async function diagnose(
   replicas: (ServiceProcess | undefined)[],
 ): Promise<unknown> {
   const state = async (what: () => Promise<unknown>) => what().catch((e: Error) => `error: ${e.message}`);
+  const consumers = await jsm.consumers
+    .list(streams.rooms)
+    .next()
+    .catch(() => []);
+  /** Partitions with entries pushed and not acknowledged, or not pushed yet. */
+  const stuck = consumers
+    .filter((c) => c.num_ack_pending > 0 || c.num_pending > 0)
+    .map((c) => Number(c.name.split('_')[1]));
   return {
     fanout: await state(async () =>
-      (await jsm.consumers.list(streams.rooms).next()).map((c) => ({
+      consumers.map((c) => ({
         name: c.name,
         pending: c.num_pending,
         ackPending: c.num_ack_pending,
         redelivered: c.num_redelivered,
+        delivered: c.delivered.stream_seq,
+        ackFloor: c.ack_floor.stream_seq,
+        created: c.created,
         leader: c.cluster?.leader,
         push: c.push_bound ?? false,
+        deliverTo: c.config.deliver_subject,
       })),
     ),
     inboxConsumers: await Promise.all(
@@ -790,7 +803,16 @@ async function diagnose(
         }),
       ),
     ),
-    replicaLogs: replicas.map((r) => r?.output().split('\n').slice(-15).join('\n')),
+    // The last warnings of each replica, and its fan-out lines about a partition with entries not yet
+    // acknowledged (what happened to the partition that holds what did not arrive).
+    replicaLogs: replicas.map((r) => {
+      const lines = (r?.output() ?? '').split('\n');
+      const warnings = lines.filter((l) => /"level":[56]0/.test(l) || /"level":40/.test(l)).slice(-15);
+      const held = new Set(stuck.map((p) => `"partition":${p},`));
+      const about = lines.filter((l) => [...held].some((h) => l.includes(h))).slice(-40);
+      const at = (l: string) => /"time":"([^"]+)"/.exec(l)?.[1] ?? '';
+      return [...new Set([...about, ...warnings])].sort((a, b) => at(a).localeCompare(at(b))).join('\n');
+    }),
   };
 }
 

@@ -103,7 +103,24 @@ describe('rooms on a 3-node JetStream cluster', () => {
         const before = accepted.length;
         const killedAt = Date.now();
         await cluster.kill9(leader);
-        await waitFor(() => acceptedAtLeast(before + 2), 'a send accepted after the kill', 60_000);
+        // What the room log looked like while no send was accepted (printed if none is): whether it
+        // had a leader and grew tells JetStream's part from Parley's.
+        const seen: string[] = [];
+        const watch = setInterval(() => {
+          const at = Math.round((Date.now() - killedAt) / 1000);
+          jsm.streams.info(streams.rooms).then(
+            (i) =>
+              seen.push(
+                `+${at} s: leader ${i.cluster?.leader ?? 'none'}, last seq ${i.state.last_seq}, ${(i.cluster?.replicas ?? []).map((r) => `${r.name}${r.current ? '' : ' (not current)'}${r.offline ? ' (offline)' : ''}`).join(', ')}`,
+              ),
+            (err: Error) => seen.push(`+${at} s: ${err.message}`),
+          );
+        }, 5_000);
+        await waitFor(
+          () => acceptedAtLeast(before + 2),
+          () => `a send accepted after the kill; the room log after it: ${seen.join('; ')}`,
+          60_000,
+        ).finally(() => clearInterval(watch));
         const recoveredMs = Date.now() - killedAt;
         await leaderOf(streams.rooms, leader);
         // The killed node comes back with its data and catches up with what it missed.
