@@ -160,6 +160,7 @@ export function createOutbox(o: {
     },
     maxMessages: 16,
     handle,
+    log,
     retry: (m, err) => {
       if (m.info.deliveryCount >= MAX_ATTEMPTS) {
         log.error({ err, subject: m.subject, seq: m.seq }, 'consent event given up after repeated failures');

@@ -10,6 +10,8 @@ import type {
   JetStreamManager,
   JsMsg,
 } from '@nats-io/jetstream';
+import type { Logger } from 'pino';
+import { retryJetStream } from './jetstream-ready.js';
 import { isConsumerExists } from './nats-errors.js';
 
 export interface DurableWorkerOptions {
@@ -22,6 +24,8 @@ export interface DurableWorkerOptions {
   handle: (m: JsMsg) => Promise<void>;
   /** After `handle` threw: milliseconds until redelivery, or `'term'` to give the message up. */
   retry: (m: JsMsg, err: unknown) => number | 'term';
+  /** Where a start waiting for JetStream says so. */
+  log?: Logger | undefined;
 }
 
 export interface DurableWorker {
@@ -36,10 +40,24 @@ export function durableWorker(o: DurableWorkerOptions): DurableWorker {
   let stopped = false;
   return {
     async start() {
-      await o.jsm.consumers.add(o.stream, o.consumer).catch((err: unknown) => {
-        if (!isConsumerExists(err)) throw err;
-      });
-      const consumer = await o.js.consumers.get(o.stream, o.consumer.durable_name);
+      // Usually at a service's start, which may come while the cluster elects leaders (a replica
+      // restarted during a fault exited on "JetStream system temporarily unavailable" here).
+      const what = `the ${o.consumer.durable_name} consumer of ${o.stream}`;
+      await retryJetStream(
+        what,
+        () =>
+          o.jsm.consumers.add(o.stream, o.consumer).catch((err: unknown) => {
+            if (!isConsumerExists(err)) throw err;
+          }),
+        { log: o.log },
+      );
+      const consumer = await retryJetStream(
+        what,
+        () => o.js.consumers.get(o.stream, o.consumer.durable_name),
+        {
+          log: o.log,
+        },
+      );
       const iter = await consumer.consume({ max_messages: o.maxMessages });
       messages = iter;
       loop = (async () => {

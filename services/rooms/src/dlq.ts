@@ -110,6 +110,7 @@ export function createDeadLetters(o: {
     },
     maxMessages: 64,
     handle,
+    log,
     retry: (_m, err) => {
       log.error({ err }, 'dead letter not recorded; will retry');
       return 1_000;
