@@ -77,6 +77,9 @@ export interface IngressDeps {
   hopLimit: number;
 }
 
+/** Least time between two log lines about sends refused UNAVAILABLE, ms. */
+const UNAVAILABLE_LOG_MS = 5_000;
+
 const TRACEPARENT = /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/;
 /** Refusals that are policy decisions (counted as denials by reason). */
 const DENIALS = new Set<ErrorCode>([
@@ -103,6 +106,21 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
   const endpoint = micro.endpoint({ name: 'send', subject: subjects.sendListen(), queue: 'rooms-ingress' });
   const log = deps.log.child({ component: 'ingress' });
   const watch = { log, metrics: deps.metrics };
+
+  // Sends refused because JetStream did not answer: logged at most once per UNAVAILABLE_LOG_MS, with
+  // how many more since (a sender retries every few hundred ms through an outage).
+  let quietSince = 0;
+  let unsaid = 0;
+  function unavailable(e: ParleyError): void {
+    const now = Date.now();
+    if (now - quietSince < UNAVAILABLE_LOG_MS) {
+      unsaid++;
+      return;
+    }
+    log.warn({ err: e.message, more: unsaid }, 'send refused UNAVAILABLE (the sender retries)');
+    quietSince = now;
+    unsaid = 0;
+  }
 
   async function room(roomId: string, sender: string): Promise<RoomRecord> {
     let r = await deps.rooms.get(roomId);
@@ -135,6 +153,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
       return undefined;
     } catch (err) {
       const e = toParleyError(err, log);
+      if (e.code === 'UNAVAILABLE') unavailable(e);
       respondError(msg, e, watch);
       deps.metrics?.recordMessage('refused', e.code);
       if (DENIALS.has(e.code)) deps.metrics?.recordDenial(e.code);
