@@ -356,6 +356,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     // The inbox stream: per (member, room) subject, room positions grow and each names the one before.
     const inbox = new InboxChains();
+    /** The message the fan-out delivered from each room-log position (checked against the log at the end). */
+    const fannedOut = new Map<number, string>();
     for (const member of members)
       void follow(
         js,
@@ -363,12 +365,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         subjects.inboxAll(member.id),
         () => watching,
         (m) => {
-          const broken = inbox.entry(
-            m.subject,
-            Number(m.headers?.get(headerNames.roomSeq)),
-            Number(m.headers?.get(headerNames.prevSeq) || 0),
-          );
+          const roomSeq = Number(m.headers?.get(headerNames.roomSeq));
+          const broken = inbox.entry(m.subject, roomSeq, Number(m.headers?.get(headerNames.prevSeq) || 0));
           if (broken) violation(broken);
+          const id = m.headers?.get(headerNames.messageId);
+          if (id && !fannedOut.has(roomSeq)) fannedOut.set(roomSeq, id);
         },
       );
 
@@ -612,17 +613,37 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // Every accepted message is still where JetStream acknowledged it: a position holding another
     // message means the room log lost an acknowledged write and went on from an earlier position
     // (what nats-server 2.9.10 was seen doing after a SIGSTOP of the stream's leader).
-    const moved: string[] = [];
-    for (const [id, seq] of positions) {
-      const held = await jsm.streams.getMessage(streams.rooms, { seq }).then(
-        (sm) => (sm?.json() as { id?: string } | undefined)?.id ?? 'nothing',
-        () => 'nothing',
-      );
-      if (held !== id) moved.push(`#${seq} (${id} accepted there, ${held} now)`);
-    }
+    // The same for every position the fan-out delivered: one holding another message now means
+    // JetStream pushed the fan-out a room-log entry it then lost (never acknowledged to its sender,
+    // whose retry was stored at a new position — behind the inbox cursors, which are by position).
+    const logHolds = new Map<number, string>();
+    const heldAt = async (seq: number) => {
+      let held = logHolds.get(seq);
+      if (held === undefined) {
+        held = await jsm.streams.getMessage(streams.rooms, { seq }).then(
+          (sm) => (sm?.json() as { id?: string } | undefined)?.id ?? 'nothing',
+          () => 'nothing',
+        );
+        logHolds.set(seq, held);
+      }
+      return held;
+    };
+    const changed = async (entries: Iterable<[number, string]>) => {
+      const out: string[] = [];
+      for (const [seq, id] of entries) {
+        const held = await heldAt(seq);
+        if (held !== id) out.push(`#${seq} (${id} there, ${held} now)`);
+      }
+      return out;
+    };
+    const list = (xs: string[]) => `${xs.slice(0, 5).join(', ')}${xs.length > 5 ? ', …' : ''}`;
+    const moved = await changed([...positions].map(([id, seq]) => [seq, id]));
     if (moved.length > 0)
+      violation(`JetStream lost ${moved.length} acknowledged room-log writes: ${list(moved)}`);
+    const unsaid = await changed(fannedOut);
+    if (unsaid.length > 0)
       violation(
-        `JetStream lost ${moved.length} acknowledged room-log writes: ${moved.slice(0, 5).join(', ')}${moved.length > 5 ? ', …' : ''}`,
+        `JetStream pushed the fan-out ${unsaid.length} room-log entries it no longer holds: ${list(unsaid)}`,
       );
 
     let delivered = 0;
