@@ -106,14 +106,29 @@ describe('rooms on a 3-node JetStream cluster', () => {
         // What the room log looked like while no send was accepted (printed if none is): whether it
         // had a leader and grew tells JetStream's part from Parley's.
         const seen: string[] = [];
+        // And whether the sends reached the ingress at all: its request count (micro STATS), and the
+        // node the sender is connected to.
+        const ingressRequests = () =>
+          nc.request('$SRV.STATS.parley-rooms', '', { timeout: 2_000 }).then(
+            (m) =>
+              (m.json() as { endpoints?: { name: string; num_requests: number }[] }).endpoints?.find(
+                (e) => e.name === 'send',
+              )?.num_requests ?? '?',
+            (err: Error) => `? (${err.message})`,
+          );
         const watch = setInterval(() => {
           const at = Math.round((Date.now() - killedAt) / 1000);
-          jsm.streams.info(streams.rooms).then(
-            (i) =>
-              seen.push(
-                `+${at} s: leader ${i.cluster?.leader ?? 'none'}, last seq ${i.state.last_seq}, ${(i.cluster?.replicas ?? []).map((r) => `${r.name}${r.current ? '' : ' (not current)'}${r.offline ? ' (offline)' : ''}`).join(', ')}`,
-              ),
-            (err: Error) => seen.push(`+${at} s: ${err.message}`),
+          void Promise.all([
+            jsm.streams.info(streams.rooms).then(
+              (i) =>
+                `leader ${i.cluster?.leader ?? 'none'}, last seq ${i.state.last_seq}, ${(i.cluster?.replicas ?? []).map((r) => `${r.name}${r.current ? '' : ' (not current)'}${r.offline ? ' (offline)' : ''}`).join(', ')}`,
+              (err: Error) => err.message,
+            ),
+            ingressRequests(),
+          ]).then(([log, requests]) =>
+            seen.push(
+              `+${at} s: ${log}; ingress send requests ${requests}; the sender on ${alice.nc.info?.server_name ?? '?'}`,
+            ),
           );
         }, 5_000);
         await waitFor(
