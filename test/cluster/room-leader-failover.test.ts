@@ -19,6 +19,8 @@ import {
 
 const TOTAL = 240;
 const KILL_AFTER = [60, 150];
+/** How far past a kill point the sender may go before that kill. */
+const AHEAD = 20;
 
 describe('rooms on a 3-node JetStream cluster', () => {
   let parley: TestParley;
@@ -57,8 +59,19 @@ describe('rooms on a 3-node JetStream cluster', () => {
     let stopped = false;
     // A send refused for good stops the sender: every wait below then fails with its error at once.
     let sendError: unknown;
+    // The sender goes at most AHEAD messages past a kill point until that kill has happened: a kill
+    // must come while there are sends still to make. Unpaced, a fast sender had sent all 240 before
+    // the second kill (room log at its last position the whole time), and the wait for "a send
+    // accepted after the kill" timed out — the "no send accepted within 60 s" of earlier runs.
+    let allowed = (KILL_AFTER[0] ?? TOTAL) + AHEAD;
+    let release: (() => void) | undefined;
     const sending = (async () => {
       for (let i = 0; i < TOTAL && !stopped; i++) {
+        while (i >= allowed && !stopped)
+          await new Promise<void>((r) => {
+            release = r;
+          });
+        if (stopped) break;
         const r = await room.send(`m${i}`, { deadlineMs: 60_000 });
         acceptedAt.set(r.id, Date.now());
         accepted.push(r);
@@ -103,6 +116,9 @@ describe('rooms on a 3-node JetStream cluster', () => {
         const before = accepted.length;
         const killedAt = Date.now();
         await cluster.kill9(leader);
+        const next = KILL_AFTER[KILL_AFTER.indexOf(after) + 1];
+        allowed = next === undefined ? TOTAL : next + AHEAD;
+        release?.();
         // What the room log looked like while no send was accepted (printed if none is): whether it
         // had a leader and grew tells JetStream's part from Parley's.
         const seen: string[] = [];
@@ -167,6 +183,7 @@ describe('rooms on a 3-node JetStream cluster', () => {
       if (sendError) throw sendError;
     } finally {
       stopped = true;
+      release?.();
       await sending;
     }
 
