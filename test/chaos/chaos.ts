@@ -657,10 +657,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const jetstreamDefects: string[] = [];
     if (moved.length > 0)
       jetstreamDefects.push(`JetStream lost ${moved.length} acknowledged room-log writes: ${list(moved)}`);
-    const unsaid = await changed(fannedOut);
-    if (unsaid.length > 0)
+    const vanished = await changed(fannedOut);
+    if (vanished.length > 0)
       jetstreamDefects.push(
-        `JetStream pushed the fan-out ${unsaid.length} room-log entries it no longer holds: ${list(unsaid)}`,
+        `JetStream pushed the fan-out ${vanished.length} room-log entries it no longer holds: ${list(vanished)}`,
       );
     if (twice.length > 0)
       jetstreamDefects.push(

@@ -76,7 +76,19 @@ describe('a durable worker started without JetStream quorum', () => {
     await cluster.restart(1);
     await starting;
     assert.equal(failed, undefined, `the start failed: ${String(failed)}`);
-    await jetstream(nc).publish('work.1', 'after the outage');
+    // The stream elects its own leader, maybe after the worker started: published until it takes it
+    // (under one id: a retry after a lost acknowledgement is stored once).
+    await waitFor(
+      () =>
+        jetstream(nc as NatsConnection)
+          .publish('work.1', 'after the outage', { msgID: 'after-the-outage', timeout: 2_000 })
+          .then(
+            () => true,
+            () => false,
+          ),
+      'the stream to take the message',
+      30_000,
+    );
     await waitFor(() => handled.length === 1, 'the message to be handled', 30_000);
     assert.deepEqual(handled, ['after the outage']);
   });

@@ -325,10 +325,11 @@ export function createFanout(o: FanoutOptions) {
     if (span && otelApi) injectContext(h, otelApi.trace.setSpan(parent ?? otelApi.ROOT_CONTEXT, span));
     h.set(headerNames.roomSeq, String(m.seq));
     if (prevRoomSeq > 0) h.set(headerNames.prevSeq, String(prevRoomSeq));
-    // De-duplication by message, not position: after JetStream lost an acknowledged room-log write
-    // (seen on 2.9.10 after a SIGSTOP of a stream leader: the log went on from an earlier position),
-    // another message can come at a position already written, and a position-based id made its
-    // inbox writes "duplicates" — dropped, or a fan-out re-running the same batch until it gave up.
+    // De-duplication by message, not position: nats-server 2.9.10 was seen (chaos test, after a
+    // SIGSTOP or a partition of a stream leader) pushing room-log entries it then lost and going on
+    // from an earlier position, so another message came at a position already written; a
+    // position-based id made its inbox writes "duplicates" — dropped, or a fan-out re-running the
+    // same batch until it gave up.
     h.set(headerNames.msgId, `${m.headers?.get(headerNames.messageId) ?? m.seq}:${recipient}`);
     if (expectedInboxSeq !== undefined) h.set(headerNames.expectedLastSubjectSeq, String(expectedInboxSeq));
     const stored = conn.publisher.publish(subjects.inbox(recipient, room), m.data, { headers: h }).then(
@@ -391,6 +392,7 @@ export function createFanout(o: FanoutOptions) {
         // Stored before, within the dedupe window: the cursor was behind. Read it again. When it was
         // not (the subject's last entry is the one expected), this message is in the subject at an
         // earlier position (the room log holds it twice): it is delivered, so it is passed over.
+        refused = `expected inbox #${c.inboxSeq}, stored before (a duplicate)`;
         const fresh = await lookupCursor(conn, recipient, room, true);
         c =
           fresh.inboxSeq === c.inboxSeq && fresh.roomSeq === c.roomSeq
