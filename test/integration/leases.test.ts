@@ -96,6 +96,7 @@ describe('fan-out leases', () => {
       finishStop = r;
     });
     let givenBack: number | undefined;
+    const aAcquired: number[] = [];
     const a = createLeaseManager({
       kv,
       replicaId: 'a',
@@ -103,7 +104,7 @@ describe('fan-out leases', () => {
       ttlMs: 1_500,
       log,
       callbacks: {
-        acquired: () => undefined,
+        acquired: (p) => void aAcquired.push(p),
         released: async (p) => {
           givenBack = p;
           await workerStopped;
@@ -148,12 +149,17 @@ describe('fan-out leases', () => {
       );
       assert.ok(!bAcquired.includes(p), 'nobody took the partition while its worker was still running');
       finishStop();
+      // Once the key is deleted the partition is free: the replica below its share takes it at its
+      // next balance — or, when that balance comes late (a loaded 3-node run), the one that gave it
+      // back takes it again as a partition nobody holds (the orphan rule). Either way it has a holder.
+      const taken = aAcquired.length;
       await waitFor(
-        () => bAcquired.includes(p),
-        'the other replica taking it once the worker stopped',
+        () => bAcquired.includes(p) || aAcquired.slice(taken).includes(p),
+        () =>
+          `a holder for partition ${p} once the worker stopped (a holds ${a.held()}, b took ${bAcquired})`,
         10_000,
       );
-      assert.deepEqual(a.held(), [1 - p]);
+      if (bAcquired.includes(p)) assert.deepEqual(a.held(), [1 - p]);
     } finally {
       finishStop();
       await b.stop();
