@@ -8,12 +8,10 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { createLogger } from '@parley/kit';
 import { connect, type Delivery } from '@parley/sdk';
 import { freePort, openHome, type Standalone, startStandalone } from '@parley/standalone';
-import { startServer, type TestServer, waitFor } from '@parley/test/harness';
+import { capturingLogger, startServer, type TestServer, waitFor } from '@parley/test/harness';
 
 describe('start while JetStream is unavailable', () => {
   let cluster: TestServer | undefined;
@@ -32,17 +30,7 @@ describe('start while JetStream is unavailable', () => {
     for (const i of [0, 1, 2]) await cluster.kill9(i);
     await cluster.restart(0);
 
-    const lines: string[] = [];
-    const log = createLogger({
-      name: 'test',
-      level: 'info',
-      destination: new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(String(chunk));
-          done();
-        },
-      }),
-    });
+    const { log, lines } = capturingLogger();
     const waited = () => lines.filter((l) => l.includes('JetStream not available yet'));
     let failed: unknown;
     let started = false;

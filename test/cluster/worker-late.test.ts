@@ -5,12 +5,11 @@
  * so in its log, and handles messages once a majority is back.
  */
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { createLogger, type DurableWorker, durableWorker } from '@parley/kit';
-import { startServer, type TestServer, waitFor } from '@parley/test/harness';
+import { type DurableWorker, durableWorker } from '@parley/kit';
+import { capturingLogger, startServer, type TestServer, waitFor } from '@parley/test/harness';
 
 describe('a durable worker started without JetStream quorum', () => {
   let cluster: TestServer | undefined;
@@ -31,17 +30,7 @@ describe('a durable worker started without JetStream quorum', () => {
     await cluster.kill9(1);
     await cluster.kill9(2);
 
-    const lines: string[] = [];
-    const log = createLogger({
-      name: 'test',
-      level: 'info',
-      destination: new Writable({
-        write(chunk, _encoding, done) {
-          lines.push(String(chunk));
-          done();
-        },
-      }),
-    });
+    const { log, lines } = capturingLogger();
     const handled: string[] = [];
     worker = durableWorker({
       js: jetstream(nc),

@@ -280,6 +280,7 @@ export { freePort } from '@parley/nats-server';
 export * from './a2a.js';
 export * from './backbone-process.js';
 export * from './errors.js';
+export * from './log.js';
 export * from './otlp.js';
 export * from './parley.js';
 export * from './participants.js';

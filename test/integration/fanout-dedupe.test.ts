@@ -12,15 +12,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import {
-  credsAuthenticator,
-  type NatsConnection,
-  connect as natsConnect,
-  headers as natsHeaders,
-} from '@nats-io/transport-node';
+import { type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
 import { headerNames, streams, subjects } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
-import { startParley, type TestParley, waitFor } from '@parley/test/harness';
+import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
@@ -34,10 +29,7 @@ describe('fan-out de-duplication of inbox writes', () => {
   let jsm: JetStreamManager;
   before(async () => {
     parley = await startParley({ nodes: 1 });
-    nc = await natsConnect({
-      servers: parley.natsUrl.split(','),
-      authenticator: credsAuthenticator(new TextEncoder().encode(await parley.serviceCreds())),
-    });
+    nc = await connectService(parley);
     js = jetstream(nc);
     jsm = await jetstreamManager(nc);
   });
