@@ -85,12 +85,16 @@ export const channels: ChannelDefinition[] = [
   },
   {
     id: 'inbox',
-    address: 'parley.inbox.{participantId}.{roomId}',
+    address: 'parley.inbox.{shard}.{participantId}.{roomId}',
     summary:
-      'Deliveries (stream PARLEY_INBOX), read through the participant’s durable consumer named after it. Headers: Parley-Room-Seq, Parley-Prev-Seq, traceparent.',
+      'Deliveries (stream PARLEY_INBOX_{shard}, one of 16), read through the participant’s durable consumer named after it. Headers: Parley-Room-Seq, Parley-Prev-Seq, traceparent.',
     action: 'receive',
     payload: RoomMessage,
-    parameters: { participantId: 'The recipient.', roomId: 'The room it came from.' },
+    parameters: {
+      shard: 'FNV-1a(participantId) mod 16: the inbox stream holding the participant’s inbox.',
+      participantId: 'The recipient.',
+      roomId: 'The room it came from.',
+    },
   },
   {
     id: 'events',

@@ -1,14 +1,31 @@
-import { ROOT, subjects } from './subjects.js';
+import { INBOX_SHARDS, inboxShardOf, ROOT, subjects } from './subjects.js';
 
-/** Stream names. */
+/** Stream names. The inboxes are {@link INBOX_SHARDS} streams: see {@link inboxStream}. */
 export const streams = {
   rooms: 'PARLEY_ROOMS',
-  inbox: 'PARLEY_INBOX',
   events: 'PARLEY_EVENTS',
   audit: 'PARLEY_AUDIT',
   dlq: 'PARLEY_DLQ',
   advisories: 'PARLEY_ADVISORIES',
 } as const;
+
+/** The inbox stream of one shard: `PARLEY_INBOX_<shard>`. */
+export const inboxShardStream = (shard: number) => `PARLEY_INBOX_${shard}`;
+
+/** The inbox stream holding a participant's inbox (its shard's, {@link inboxShardOf}). */
+export const inboxStream = (participantId: string) => inboxShardStream(inboxShardOf(participantId));
+
+/** Every inbox stream, shard 0 first. */
+export const inboxStreams = (): string[] =>
+  Array.from({ length: INBOX_SHARDS }, (_, k) => inboxShardStream(k));
+
+const INBOX_STREAM = /^PARLEY_INBOX_(\d+)$/;
+
+/** Whether a stream name is one of the inbox streams. */
+export function isInboxStream(name: string): boolean {
+  const m = INBOX_STREAM.exec(name);
+  return m !== null && Number(m[1]) < INBOX_SHARDS && inboxShardStream(Number(m[1])) === name;
+}
 
 /**
  * The JetStream advisories that make a dead letter: a delivery went past its consumer's max
@@ -16,10 +33,11 @@ export const streams = {
  * after its last allowed attempt failed. Kept in PARLEY_ADVISORIES, so a dead letter is recorded
  * even when no rooms replica was up at that moment.
  */
-export const deadLetterAdvisories = (consumer = '*') => [
-  `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${streams.inbox}.${consumer}`,
-  `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${streams.inbox}.${consumer}`,
-];
+export const deadLetterAdvisories = (): string[] =>
+  inboxStreams().flatMap((stream) => [
+    `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${stream}.*`,
+    `$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.${stream}.*`,
+  ]);
 
 /** KV bucket names. */
 export const buckets = {
@@ -54,7 +72,10 @@ export interface BackboneOptions {
   roomsMaxMsgsPerRoom?: number;
   /** How long an inbox entry is kept (0 = no age limit). @default 14 days */
   inboxMaxAgeMs?: number;
-  /** Most bytes the inbox stream (every participant together) keeps; the oldest go first (0 = no limit). @default 0 */
+  /**
+   * Most bytes the inboxes (every participant together) keep; the oldest go first (0 = no limit).
+   * Each of the {@link INBOX_SHARDS} inbox streams keeps its share. @default 0
+   */
   inboxMaxBytes?: number;
   /** Most entries kept per (participant, room) inbox subject; the oldest go first. @default 10000 */
   inboxMaxMsgsPerSubject?: number;
@@ -152,16 +173,15 @@ export function streamDefinitions(options: BackboneOptions = {}): StreamDefiniti
       ...(o.roomsMaxMsgsPerRoom ? { maxMsgsPerSubject: o.roomsMaxMsgsPerRoom } : {}),
       ...(o.roomsMaxBytes ? { maxBytes: o.roomsMaxBytes } : {}),
     },
-    {
+    ...inboxStreams().map((name, shard) => ({
       ...base,
-      name: streams.inbox,
-      description:
-        'Per-participant delivery queues, one subject per (participant, room), each read by the participant’s durable consumer.',
-      subjects: ['parley.inbox.*.*'],
+      name,
+      description: `Per-participant delivery queues of inbox shard ${shard} of ${INBOX_SHARDS}, one subject per (participant, room), each read by the participant’s durable consumer.`,
+      subjects: [subjects.inboxShard(shard)],
       maxAgeMs: o.inboxMaxAgeMs,
       maxMsgsPerSubject: o.inboxMaxMsgsPerSubject,
-      ...(o.inboxMaxBytes ? { maxBytes: o.inboxMaxBytes } : {}),
-    },
+      ...(o.inboxMaxBytes ? { maxBytes: Math.ceil(o.inboxMaxBytes / INBOX_SHARDS) } : {}),
+    })),
     {
       ...base,
       name: streams.events,
@@ -261,7 +281,7 @@ export const INBOX_MAX_DELIVER = 5;
 export function inboxConsumer(participantId: string, options: BackboneOptions = {}): InboxConsumerDefinition {
   const o = backboneDefaults(options);
   return {
-    stream: streams.inbox,
+    stream: inboxStream(participantId),
     durableName: participantId,
     filterSubject: subjects.inboxAll(participantId),
     replicas: o.inboxConsumerReplicas,
@@ -283,11 +303,11 @@ export function participantPermissions(participantId: string): {
     pub: {
       allow: [
         subjects.participantPrefix(participantId),
-        `$JS.API.CONSUMER.INFO.${streams.inbox}.${participantId}`,
-        `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${participantId}`,
-        `$JS.ACK.${streams.inbox}.${participantId}.>`,
+        `$JS.API.CONSUMER.INFO.${inboxStream(participantId)}.${participantId}`,
+        `$JS.API.CONSUMER.MSG.NEXT.${inboxStream(participantId)}.${participantId}`,
+        `$JS.ACK.${inboxStream(participantId)}.${participantId}.>`,
         // Push delivery with flow control: the client answers the server's flow-control requests.
-        `$JS.FC.${streams.inbox}.${participantId}.>`,
+        `$JS.FC.${inboxStream(participantId)}.${participantId}.>`,
       ],
     },
     sub: { allow: [`${subjects.replyPrefix(participantId)}.>`] },
@@ -296,7 +316,11 @@ export function participantPermissions(participantId: string): {
 
 /**
  * The same permissions as a signing-key template: `{{name()}}` is the user's name, which Parley sets
- * to the participant id. On nats-server 2.9 a template must fill a whole subject token.
+ * to the participant id. On nats-server 2.9 a template must fill a whole subject token, and it cannot
+ * hash, so the stream token is `*` instead of the participant's inbox shard: what it reaches is a
+ * consumer named exactly after the participant, and only the inbox streams have such consumers (one
+ * each, in the participant's own shard). The user still cannot create, delete or read any other
+ * consumer, nor read a stream.
  */
 export function participantPermissionTemplate(): {
   pub: { allow: string[] };
@@ -307,10 +331,10 @@ export function participantPermissionTemplate(): {
     pub: {
       allow: [
         `parley.in.${id}.>`,
-        `$JS.API.CONSUMER.INFO.${streams.inbox}.${id}`,
-        `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${id}`,
-        `$JS.ACK.${streams.inbox}.${id}.>`,
-        `$JS.FC.${streams.inbox}.${id}.>`,
+        `$JS.API.CONSUMER.INFO.*.${id}`,
+        `$JS.API.CONSUMER.MSG.NEXT.*.${id}`,
+        `$JS.ACK.*.${id}.>`,
+        `$JS.FC.*.${id}.>`,
       ],
     },
     sub: { allow: [`_INBOX.${id}.>`] },

@@ -64,11 +64,17 @@ export const subjects = {
    * accept `>` as a subset of the stream's `parley.room.*.*`.)
    */
   roomPartition: (partition: number) => `${ROOT}.room.${partitionToken(partition)}.*`,
-  /** `parley.inbox.<participantId>.<roomId>` — one participant's deliveries from one room. */
+  /**
+   * `parley.inbox.<shard>.<participantId>.<roomId>` — one participant's deliveries from one room, in
+   * the participant's inbox shard ({@link inboxShardOf}).
+   */
   inbox: (participantId: string, roomId: string) =>
-    `${ROOT}.inbox.${token(participantId, 'participant id')}.${token(roomId, 'room id')}`,
-  /** `parley.inbox.<participantId>.*` — a participant's whole inbox (its consumer's filter). */
-  inboxAll: (participantId: string) => `${ROOT}.inbox.${token(participantId, 'participant id')}.*`,
+    `${ROOT}.inbox.${inboxShardOf(participantId)}.${token(participantId, 'participant id')}.${token(roomId, 'room id')}`,
+  /** `parley.inbox.<shard>.<participantId>.*` — a participant's whole inbox (its consumer's filter). */
+  inboxAll: (participantId: string) =>
+    `${ROOT}.inbox.${inboxShardOf(participantId)}.${token(participantId, 'participant id')}.*`,
+  /** `parley.inbox.<shard>.*.*` — every inbox entry of one shard (that shard's stream). */
+  inboxShard: (shard: number) => `${ROOT}.inbox.${shardToken(shard)}.*.*`,
   /** `parley.evt.<domain>.<kind>` — a control-plane event. */
   event: (domain: string, kind: string) =>
     `${ROOT}.evt.${token(domain, 'event domain')}.${tokens(kind, 'event kind')}`,
@@ -109,6 +115,30 @@ export const subjects = {
   replyPrefix: (principalId: string) => `_INBOX.${token(principalId, 'principal id')}`,
 } as const;
 
+/**
+ * Inbox shards: the inboxes are split over this many streams (`PARLEY_INBOX_<shard>`), each holding
+ * the inboxes of the participants whose id hashes to it. Fixed by the protocol, like the hash: a
+ * participant's shard never changes. On nats-server 2.9 a consumer finds its next entry by reading
+ * every entry stored after its last one, for everyone in its stream; a stream per shard makes that
+ * walk 16 times shorter (docs/architecture.md, "Inbox shards").
+ */
+export const INBOX_SHARDS = 16;
+
+/** A participant's inbox shard: FNV-1a (32 bit) of its id, modulo {@link INBOX_SHARDS}. */
+export function inboxShardOf(participantId: string): number {
+  return partitionOf(participantId, INBOX_SHARDS);
+}
+
+function shardToken(shard: number): string {
+  if (!Number.isInteger(shard) || shard < 0 || shard >= INBOX_SHARDS) {
+    throw new ParleyError(
+      'INVALID_ARGUMENT',
+      `inbox shard must be an integer 0..${INBOX_SHARDS - 1}, got ${shard}`,
+    );
+  }
+  return String(shard);
+}
+
 function partitionToken(p: number): string {
   if (!Number.isInteger(p) || p < 0 || p > 4095) {
     throw new ParleyError('INVALID_ARGUMENT', `partition must be an integer 0..4095, got ${p}`);
@@ -128,7 +158,7 @@ export function callerOf(subject: string): string {
   return parts[2];
 }
 
-/** The room id of a `parley.room.<p>.<roomId>` or `parley.inbox.<pid>.<roomId>` subject. */
+/** The room id of a `parley.room.<p>.<roomId>` or `parley.inbox.<shard>.<pid>.<roomId>` subject. */
 export function roomOf(subject: string): string {
   const i = subject.lastIndexOf('.');
   return subject.slice(i + 1);

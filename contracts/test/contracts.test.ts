@@ -4,6 +4,12 @@ import {
   callerOf,
   decodeJson,
   encodeJson,
+  INBOX_SHARDS,
+  inboxConsumer,
+  inboxShardOf,
+  inboxStream,
+  inboxStreams,
+  isInboxStream,
   isParleyError,
   newId,
   ParleyError,
@@ -11,6 +17,7 @@ import {
   RoomMessage,
   roomsApi,
   SendRequest,
+  streamDefinitions,
   subjects,
 } from '@parley/contracts';
 
@@ -30,7 +37,7 @@ describe('subjects', () => {
     const agent = newId('agent');
     const room = newId('room');
     assert.equal(subjects.send(agent), `parley.in.${agent}.send`);
-    assert.equal(subjects.inbox(agent, room), `parley.inbox.${agent}.${room}`);
+    assert.equal(subjects.inbox(agent, room), `parley.inbox.${inboxShardOf(agent)}.${agent}.${room}`);
     assert.equal(roomsApi.create.subject(agent), `parley.in.${agent}.api.rooms.create`);
     assert.equal(callerOf(roomsApi.create.subject(agent)), agent);
   });
@@ -58,7 +65,48 @@ describe('subjects', () => {
     // FNV-1a reference value (computed independently), so bridges in other languages can check theirs.
     assert.equal(partitionOf('room_01J0000000000000000000000', 16), 2714527738 % 16);
   });
+
+  it('put each participant in one of 16 inbox streams, by the same hash, with disjoint subjects', () => {
+    const counts = new Array(INBOX_SHARDS).fill(0);
+    for (let i = 0; i < 1600; i++) counts[inboxShardOf(newId('agent'))]++;
+    assert.ok(Math.min(...counts) > 50, `uneven: ${counts}`);
+    // FNV-1a reference value (computed independently): the Go client computes the same shard.
+    assert.equal(inboxShardOf('agt_01J0000000000000000000000'), 982419843 % 16);
+    const agent = newId('agent');
+    const stream = inboxStream(agent);
+    assert.equal(stream, `PARLEY_INBOX_${inboxShardOf(agent)}`);
+    assert.ok(isInboxStream(stream));
+    for (const other of ['PARLEY_INBOX', 'PARLEY_INBOX_16', 'PARLEY_INBOX_01', 'PARLEY_ROOMS']) {
+      assert.equal(isInboxStream(other), false, other);
+    }
+    const consumer = inboxConsumer(agent);
+    assert.equal(consumer.stream, stream);
+    assert.equal(consumer.filterSubject, `parley.inbox.${inboxShardOf(agent)}.${agent}.*`);
+    // Each inbox stream holds its own shard's subjects and shares the inboxes' byte limit.
+    const defs = streamDefinitions({ inboxMaxBytes: 32 * 1024 * 1024 }).filter((d) => isInboxStream(d.name));
+    assert.deepEqual(
+      defs.map((d) => d.name),
+      inboxStreams(),
+    );
+    assert.deepEqual(
+      defs.map((d) => d.subjects),
+      inboxStreams().map((_, k) => [`parley.inbox.${k}.*.*`]),
+    );
+    assert.ok(defs.every((d) => d.maxBytes === 2 * 1024 * 1024));
+    assert.ok(
+      defs
+        .find((d) => d.name === stream)
+        ?.subjects.every((f) => subjectMatches(f, subjects.inbox(agent, newId('room')))),
+    );
+  });
 });
+
+/** NATS subject matching of `*` tokens (what a stream's subjects mean). */
+function subjectMatches(filter: string, subject: string): boolean {
+  const f = filter.split('.');
+  const s = subject.split('.');
+  return f.length === s.length && f.every((t, i) => t === '*' || t === s[i]);
+}
 
 describe('decodeJson', () => {
   it('names the failing field of a wrongly typed request', () => {

@@ -44,7 +44,7 @@ describe('generated protocol documents', () => {
     for (const expected of [
       'parley.in.{participantId}.send',
       'parley.room.{partition}.{roomId}',
-      'parley.inbox.{participantId}.{roomId}',
+      'parley.inbox.{shard}.{participantId}.{roomId}',
       'parley.in.{callerId}.api.rooms.create',
       'parley.in.{callerId}.api.registry.discover',
     ]) {

@@ -5,13 +5,13 @@ import {
   type ApiRequest,
   type ApiResponse,
   defaultTracer,
+  inboxStream,
   isParleyError,
   ParleyError,
   PUSH_IDLE_HEARTBEAT_MS,
   registryApi,
   request,
   roomsApi,
-  streams,
   subjects,
   type Tracer,
   type WhoAmI,
@@ -216,7 +216,7 @@ export class Agent {
       nc: this.nc,
       deliverSubject: subjects.inboxDeliver(this.id, session),
       idleHeartbeatMs: PUSH_IDLE_HEARTBEAT_MS,
-      info: () => jsm.consumers.info(streams.inbox, this.id),
+      info: () => jsm.consumers.info(inboxStream(this.id), this.id),
       attach: async () => {
         // Attaching is two JetStream API calls on the server: when thousands of agents connect at
         // once (a restart, pnpm bench:scale) they queue past one request's timeout. Attaching the

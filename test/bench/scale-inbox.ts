@@ -8,7 +8,7 @@
  */
 import { loadavg } from 'node:os';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { streams, subjects } from '@parley/contracts';
+import { inboxStream, subjects } from '@parley/contracts';
 import { createLogger, ensureBackbone, inboxConsumerConfig } from '@parley/kit';
 import { startServer } from '../harness/index.js';
 import { cpuSeconds, percentiles, windowed } from './stats.js';
@@ -29,10 +29,8 @@ try {
   for (const n of checkpoints) {
     const t0 = performance.now();
     await windowed(n - made, 16, async (i) => {
-      await jsm.consumers.add(
-        streams.inbox,
-        inboxConsumerConfig(`agt_PROBE${String(made + i).padStart(8, '0')}`),
-      );
+      const id = `agt_PROBE${String(made + i).padStart(8, '0')}`;
+      await jsm.consumers.add(inboxStream(id), inboxConsumerConfig(id));
     });
     const addS = (performance.now() - t0) / 1000;
     const added = n - made;
@@ -49,7 +47,8 @@ try {
     const info: number[] = [];
     for (let i = 0; i < 50; i++) {
       const t = performance.now();
-      await jsm.consumers.info(streams.inbox, `agt_PROBE${String(i * 7).padStart(8, '0')}`);
+      const id = `agt_PROBE${String(i * 7).padStart(8, '0')}`;
+      await jsm.consumers.info(inboxStream(id), id);
       info.push(performance.now() - t);
     }
     console.log(

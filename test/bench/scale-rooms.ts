@@ -12,7 +12,15 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
-import { consentApi, registryApi, request, roomsApi, serviceId, streams, subjects } from '@parley/contracts';
+import {
+  consentApi,
+  inboxStream,
+  registryApi,
+  request,
+  roomsApi,
+  serviceId,
+  subjects,
+} from '@parley/contracts';
 import { connect } from '@parley/sdk';
 import { cpuSeconds, percentiles, windowed } from './stats.js';
 
@@ -85,7 +93,7 @@ try {
     const pick = (i: number) => agents[first + ((i * 37) % (cp - first))] as { id: string; creds: string };
     const measure = async (label: string) => {
       const c0 = cpuSeconds(host.pid ?? 0) ?? 0;
-      const info = await time(20, (i) => jsm.consumers.info(streams.inbox, pick(i).id));
+      const info = await time(20, (i) => jsm.consumers.info(inboxStream(pick(i).id), pick(i).id));
       log(`${label} consumers.info ${pct(info.ms)} ${info.errors.slice(0, 2).join(' | ')}`);
       const desc = await time(20, (i) =>
         request(

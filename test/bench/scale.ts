@@ -25,7 +25,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
-import { registryApi, streams } from '@parley/contracts';
+import { inboxStream, inboxStreams, registryApi } from '@parley/contracts';
 import { inboxConsumerConfig } from '@parley/kit';
 import { connect } from '@parley/sdk';
 import type { WorkerAgent, WorkerReply, WorkerRequest, WorkerRoom } from './scale-worker.js';
@@ -353,11 +353,13 @@ export async function runScale(o: ScaleOptions): Promise<ScaleResult> {
       for (let i = 0; i < o.consumerSamples; i++) {
         const id = `agt_SCALEPROBE${ti}X${i}`;
         const t = performance.now();
-        await jsm.consumers.add(streams.inbox, inboxConsumerConfig(id, { inboxConsumerReplicas: 1 }));
+        await jsm.consumers.add(inboxStream(id), inboxConsumerConfig(id, { inboxConsumerReplicas: 1 }));
         consumerMs.push(performance.now() - t);
-        await jsm.consumers.delete(streams.inbox, id);
+        await jsm.consumers.delete(inboxStream(id), id);
       }
-      const inboxConsumers = (await jsm.streams.info(streams.inbox)).state.consumer_count;
+      let inboxConsumers = 0;
+      for (const stream of inboxStreams())
+        inboxConsumers += (await jsm.streams.info(stream)).state.consumer_count;
 
       // 3. Idle, nobody connected.
       progress(`tier ${tier}: idle with nobody connected (${o.idleSeconds} s)`);

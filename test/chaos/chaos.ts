@@ -43,7 +43,7 @@ import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { buckets, headerNames, streams, subjects } from '@parley/contracts';
+import { buckets, headerNames, inboxStream, streams, subjects } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
   GUARDS_OFF,
@@ -377,7 +377,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (const member of members)
       void follow(
         js,
-        streams.inbox,
+        inboxStream(member.id),
         subjects.inboxAll(member.id),
         () => watching,
         (m) => {
@@ -484,7 +484,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         'every member to handle what was accepted',
         o.boundMs + 5_000,
       ).catch(() => {});
-      await clusterWhole(jsm).catch((err: Error) => log(`cluster not whole: ${err.message}`));
+      await clusterWhole(jsm, members).catch((err: Error) => log(`cluster not whole: ${err.message}`));
     };
     const inFault = async (
       kind: Step,
@@ -739,18 +739,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   }
 }
 
+/** The inbox streams the members' inboxes are in. */
+const inboxStreamsOf = (members: ChaosMember[]) => [...new Set(members.map((m) => inboxStream(m.id)))];
+
 /** True when the streams, the lease bucket and every consumer of the message path have a leader. */
 async function jetstreamBack(
   jsm: Awaited<ReturnType<typeof jetstreamManager>>,
   members: ChaosMember[],
 ): Promise<boolean> {
   try {
-    for (const name of [streams.rooms, streams.inbox, `KV_${buckets.leases}`])
+    for (const name of [streams.rooms, ...inboxStreamsOf(members), `KV_${buckets.leases}`])
       if (!(await jsm.streams.info(name)).cluster?.leader) return false;
     const fanout = await jsm.consumers.list(streams.rooms).next();
     if (fanout.length === 0 || !fanout.every((c) => c.cluster?.leader)) return false;
     for (const m of members)
-      if (!(await jsm.consumers.info(streams.inbox, m.id)).cluster?.leader) return false;
+      if (!(await jsm.consumers.info(inboxStream(m.id), m.id)).cluster?.leader) return false;
     return true;
   } catch {
     return false;
@@ -758,11 +761,14 @@ async function jetstreamBack(
 }
 
 /** Waits until every stream's replicas are current (a restarted or healed node caught up). */
-async function clusterWhole(jsm: Awaited<ReturnType<typeof jetstreamManager>>): Promise<void> {
+async function clusterWhole(
+  jsm: Awaited<ReturnType<typeof jetstreamManager>>,
+  members: ChaosMember[],
+): Promise<void> {
   await waitFor(
     async () => {
       try {
-        for (const name of [streams.rooms, streams.inbox]) {
+        for (const name of [streams.rooms, ...inboxStreamsOf(members)]) {
           const info = await jsm.streams.info(name);
           const reps = info.cluster?.replicas ?? [];
           if (!info.cluster?.leader || reps.length !== 2 || !reps.every((r) => r.current && !r.offline))
@@ -812,7 +818,7 @@ async function diagnose(
     inboxConsumers: await Promise.all(
       members.map((m) =>
         state(async () => {
-          const c = await jsm.consumers.info(streams.inbox, m.id);
+          const c = await jsm.consumers.info(inboxStream(m.id), m.id);
           return {
             member: m.id,
             outstanding: m.outstanding.size,
@@ -836,7 +842,7 @@ async function diagnose(
     }),
     streams: await state(async () =>
       Promise.all(
-        [streams.rooms, streams.inbox].map(async (n) => {
+        [streams.rooms, ...inboxStreamsOf(members)].map(async (n) => {
           const i = await jsm.streams.info(n);
           return {
             stream: n,

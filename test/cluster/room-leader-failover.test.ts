@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { type SendReply, streams } from '@parley/contracts';
+import { inboxStream, type SendReply, streams } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
 import {
   reportRecovery,
@@ -107,7 +107,7 @@ describe('rooms on a 3-node JetStream cluster', () => {
         await waitFor(() => acceptedAtLeast(after), `${after} accepted messages`, 60_000);
         // Bob's inbox consumer is R1: the node holding it is not the one this test kills (a lost R1
         // consumer pauses that participant's deliveries until its node is back: another scenario).
-        const inboxNode = (await jsm.consumers.info(streams.inbox, b.id)).cluster?.leader;
+        const inboxNode = (await jsm.consumers.info(inboxStream(b.id), b.id)).cluster?.leader;
         let leader = await leaderOf(streams.rooms);
         while (`n${leader + 1}` === inboxNode) {
           await nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${streams.rooms}`, '', { timeout: 5_000 });
@@ -207,7 +207,7 @@ describe('rooms on a 3-node JetStream cluster', () => {
         })),
       );
       const inbox = await state(async () => {
-        const c = await jsm.consumers.info(streams.inbox, b.id);
+        const c = await jsm.consumers.info(inboxStream(b.id), b.id);
         return {
           pending: c.num_pending,
           ackPending: c.num_ack_pending,

@@ -7,7 +7,7 @@
 import { appendFile } from 'node:fs/promises';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
-import { streams } from '@parley/contracts';
+import { inboxStreams, streams } from '@parley/contracts';
 
 /** One delivery: when its message was accepted and when a member's handler got it (ms since the epoch). */
 export interface TimedDelivery {
@@ -64,7 +64,8 @@ export async function whenStreamsAnswer(
     };
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      if ((await answers(streams.rooms)) && (await answers(streams.inbox))) return Date.now();
+      if ((await Promise.all([streams.rooms, ...inboxStreams()].map(answers))).every(Boolean))
+        return Date.now();
       await new Promise((r) => setTimeout(r, 50));
     }
     return undefined;

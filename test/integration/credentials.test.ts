@@ -14,6 +14,7 @@ import {
   buckets,
   CredentialRecord,
   governanceApi,
+  inboxStream,
   ParleyEvent,
   ParticipantPolicy,
   policyKeys,
@@ -171,11 +172,11 @@ describe('credentials: rotation and revocation', () => {
     const { agent, creds } = await createAgent(owner, { name: 'leaving-bot' });
     const svc = await connectService(parley);
     const jsm = await jetstreamManager(svc);
-    assert.equal((await jsm.consumers.info(streams.inbox, agent.id)).name, agent.id);
+    assert.equal((await jsm.consumers.info(inboxStream(agent.id), agent.id)).name, agent.id);
     await owner.call(registryApi.deregisterAgent, { agent: agent.id });
     assert.equal(await codeOf(connectTo(parley, creds)), 'UNAUTHENTICATED');
     assert.equal(await codeOf(owner.directory.getAgent(agent.id)), 'NOT_FOUND');
-    await assert.rejects(jsm.consumers.info(streams.inbox, agent.id), /consumer not found/);
+    await assert.rejects(jsm.consumers.info(inboxStream(agent.id), agent.id), /consumer not found/);
     const again = await createAgent(owner, { name: 'leaving-bot' });
     assert.notEqual(again.agent.id, agent.id);
     await svc.close();

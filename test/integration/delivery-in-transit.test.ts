@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { streams } from '@parley/contracts';
+import { inboxStream } from '@parley/contracts';
 import { connect, type Delivery } from '@parley/sdk';
 import {
   type CuttingProxy,
@@ -90,7 +90,7 @@ describe('a delivery lost in transit', () => {
       // Nothing left unacknowledged.
       const jsm = await jetstreamManager(svc);
       await waitFor(
-        async () => (await jsm.consumers.info(streams.inbox, r.id)).num_ack_pending === 0,
+        async () => (await jsm.consumers.info(inboxStream(r.id), r.id)).num_ack_pending === 0,
         'every delivery to be acknowledged',
       );
     } finally {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
-import { inboxConsumer, streams, subjects } from '@parley/contracts';
+import { inboxConsumer, inboxStream, subjects } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
 import { codeOf, connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
 
@@ -71,8 +71,8 @@ describe('push-delivered inboxes', () => {
     const jsm = await jetstreamManager(svc);
     // The inbox as an earlier version made it: a pull consumer.
     const def = inboxConsumer(r.id);
-    await jsm.consumers.delete(streams.inbox, r.id);
-    await jsm.consumers.add(streams.inbox, {
+    await jsm.consumers.delete(inboxStream(r.id), r.id);
+    await jsm.consumers.add(inboxStream(r.id), {
       durable_name: def.durableName,
       filter_subject: def.filterSubject,
       ack_policy: AckPolicy.Explicit,
@@ -84,8 +84,11 @@ describe('push-delivered inboxes', () => {
     const room = await sender.rooms.create('migration', { members: [r.id] });
     for (const t of ['m1', 'm2', 'm3']) await room.send(t);
     // The old version handled and acknowledged the membership event and m1, then stopped.
-    const pull = await jetstream(svc).consumers.get(streams.inbox, r.id);
-    await waitFor(async () => (await jsm.consumers.info(streams.inbox, r.id)).num_pending === 4, '4 entries');
+    const pull = await jetstream(svc).consumers.get(inboxStream(r.id), r.id);
+    await waitFor(
+      async () => (await jsm.consumers.info(inboxStream(r.id), r.id)).num_pending === 4,
+      '4 entries',
+    );
     for (let i = 0; i < 2; i++) {
       const m = await pull.next({ expires: 2_000 });
       assert.ok(m);
@@ -98,7 +101,7 @@ describe('push-delivered inboxes', () => {
     });
     await agent.listening;
     await waitFor(() => got.length === 2, 'm2 and m3 after the migration');
-    const info = await jsm.consumers.info(streams.inbox, r.id);
+    const info = await jsm.consumers.info(inboxStream(r.id), r.id);
     assert.equal(info.config.deliver_subject?.startsWith(`${subjects.inboxDeliver(r.id)}.`), true);
     assert.ok(info.config.flow_control);
     await room.send('m4');

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { otelApi, registryApi, streams } from '@parley/contracts';
+import { inboxStream, otelApi, registryApi } from '@parley/contracts';
 import { loadTelemetryConfig } from '@parley/kit';
 import type { Agent } from '@parley/sdk';
 import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
@@ -182,7 +182,7 @@ describe('Go client', { skip: goMissing }, () => {
       assert.equal(e.message.hop, 1);
       assert.equal(traceIdOf(e.message.trace?.traceparent), traces[i], 'the answer is in the asker’s trace');
     }
-    const info = await (await jetstreamManager(svc)).consumers.info(streams.inbox, goId);
+    const info = await (await jetstreamManager(svc)).consumers.info(inboxStream(goId), goId);
     const lastHandled = Math.max(...received.map((l) => Number(l.streamSeq)));
     assert.ok(
       info.ack_floor.stream_seq >= lastHandled,

@@ -13,9 +13,18 @@ import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
-import { isParleyError, type ParleyError, streams, subjects } from '@parley/contracts';
+import {
+  INBOX_SHARDS,
+  inboxShardOf,
+  inboxStream,
+  inboxStreams,
+  isParleyError,
+  type ParleyError,
+  streams,
+  subjects,
+} from '@parley/contracts';
 import { loadConfig as loadInitConfig } from '@parley/init';
-import { ConfigError, ensureBackbone, MIN_STREAM_BYTES, silentLogger } from '@parley/kit';
+import { ConfigError, ensureBackbone, MIN_INBOX_BYTES, MIN_STREAM_BYTES, silentLogger } from '@parley/kit';
 import type { CursorStore, Delivery } from '@parley/sdk';
 import { loadConfig as loadStandaloneConfig } from '@parley/standalone';
 import { startParley, startServer, type TestParley, waitFor } from '@parley/test/harness';
@@ -50,6 +59,12 @@ const BAD: [name: string, value: string, says: RegExp][] = [
   ['PARLEY_ROOMS_MAX_MSGS_PER_ROOM', 'lots', /number/i],
   ['PARLEY_INBOX_MAX_AGE_MS', '1.5', /int/i],
   ['PARLEY_INBOX_MAX_BYTES', '1000', /largest message/],
+  // 1 MiB is enough for the room log, not for the 16 inbox streams sharing the inboxes' limit.
+  [
+    'PARLEY_INBOX_MAX_BYTES',
+    String(MIN_STREAM_BYTES),
+    /at least 16777216 bytes .*each of the 16 inbox streams/,
+  ],
   ['PARLEY_INBOX_MAX_MSGS_PER_ROOM', '0', />=1|too small/i],
 ];
 
@@ -74,9 +89,11 @@ describe('retention: settings', () => {
     );
     const ok = loadInitConfig({
       PARLEY_ROOMS_MAX_BYTES: String(MIN_STREAM_BYTES),
+      PARLEY_INBOX_MAX_BYTES: String(MIN_INBOX_BYTES),
       PARLEY_ROOMS_MAX_AGE_MS: '0',
     });
     assert.equal(ok.PARLEY_ROOMS_MAX_BYTES, MIN_STREAM_BYTES);
+    assert.equal(ok.PARLEY_INBOX_MAX_BYTES, MIN_INBOX_BYTES);
     assert.equal(ok.PARLEY_ROOMS_MAX_AGE_MS, 0);
   });
 
@@ -120,24 +137,25 @@ describe('retention: the backbone setup', () => {
         roomsMaxBytes: 8 * MIN_STREAM_BYTES,
         roomsMaxMsgsPerRoom: 500,
         inboxMaxAgeMs: 86_400_000,
-        inboxMaxBytes: 4 * MIN_STREAM_BYTES,
+        inboxMaxBytes: 4 * MIN_INBOX_BYTES,
         inboxMaxMsgsPerSubject: 7,
       };
       const report = await ensureBackbone(nc, limited, silentLogger());
       const action = (name: string) => report.streams.find((s) => s.name === name)?.action;
       assert.equal(action(streams.rooms), 'updated');
-      assert.equal(action(streams.inbox), 'updated');
+      for (const name of inboxStreams()) assert.equal(action(name), 'updated', name);
       assert.equal(action(streams.audit), 'unchanged');
       const rooms = (await jsm.streams.info(streams.rooms)).config;
       assert.equal(rooms.max_bytes, 8 * MIN_STREAM_BYTES);
       assert.equal(rooms.max_msgs_per_subject, 500);
       assert.equal(rooms.max_age, 30 * 86_400_000 * 1e6);
-      const inbox = (await jsm.streams.info(streams.inbox)).config;
-      assert.equal(inbox.max_bytes, 4 * MIN_STREAM_BYTES);
+      // The inboxes' byte limit is shared evenly by the inbox streams.
+      const inbox = (await jsm.streams.info(inboxStream('agt_away'))).config;
+      assert.equal(inbox.max_bytes, (4 * MIN_INBOX_BYTES) / INBOX_SHARDS);
       assert.equal(inbox.max_msgs_per_subject, 7);
       assert.equal(inbox.max_age, 86_400_000 * 1e6);
       // A lower limit removes what is over it at once, oldest first.
-      const kept = await jsm.streams.info(streams.inbox, { subjects_filter: inboxSubject });
+      const kept = await jsm.streams.info(inboxStream('agt_away'), { subjects_filter: inboxSubject });
       assert.equal(kept.state.subjects?.[inboxSubject], 7);
       assert.equal(kept.state.first_seq, 14);
       // Back to the defaults: the byte limits and the room cap are gone again.
@@ -145,7 +163,7 @@ describe('retention: the backbone setup', () => {
       const back = (await jsm.streams.info(streams.rooms)).config;
       assert.equal(back.max_bytes, -1);
       assert.equal(back.max_msgs_per_subject, -1);
-      assert.equal((await jsm.streams.info(streams.inbox)).config.max_msgs_per_subject, 10_000);
+      assert.equal((await jsm.streams.info(inboxStream('agt_away'))).config.max_msgs_per_subject, 10_000);
     } finally {
       await nc.close();
       await server.stop();
@@ -220,7 +238,11 @@ describe('retention: per-room caps (room log 10 entries, inbox 3 per participant
   it('an agent away past both caps: the others keep receiving, and it is told what it missed', async () => {
     const a = await parley.participant();
     const away = await parley.participant();
-    const there = await parley.participant();
+    // The agent online shares the inbox stream of the agent away: its traffic fills that stream.
+    let there = await parley.participant();
+    for (let i = 0; i < 200 && inboxShardOf(there.id) !== inboxShardOf(away.id); i++)
+      there = await parley.participant();
+    assert.equal(inboxShardOf(there.id), inboxShardOf(away.id), 'a participant in the same inbox shard');
     const sender = await parley.connect(a.creds);
     const present = await parley.connect(there.creds);
     const presentGot: string[] = [];
@@ -329,10 +351,10 @@ describe('retention: the room log at a 1 MiB byte limit', () => {
   });
 });
 
-describe('retention: the inbox at a 1 MiB byte limit', () => {
+describe('retention: the inboxes at a byte limit of 1 MiB per inbox stream', () => {
   let parley: TestParley;
   before(async () => {
-    parley = await startParley({ backbone: { inboxMaxBytes: MIN_STREAM_BYTES } });
+    parley = await startParley({ backbone: { inboxMaxBytes: MIN_INBOX_BYTES } });
   });
   after(async () => {
     await parley?.destroy();
@@ -341,7 +363,11 @@ describe('retention: the inbox at a 1 MiB byte limit', () => {
   it('an inbox past its byte limit: the others keep receiving, the fenced writes go on, the agent away catches up', async () => {
     const a = await parley.participant();
     const away = await parley.participant();
-    const there = await parley.participant();
+    // The agent online shares the inbox stream of the agent away: its traffic fills that stream.
+    let there = await parley.participant();
+    for (let i = 0; i < 200 && inboxShardOf(there.id) !== inboxShardOf(away.id); i++)
+      there = await parley.participant();
+    assert.equal(inboxShardOf(there.id), inboxShardOf(away.id), 'a participant in the same inbox shard');
     const sender = await parley.connect(a.creds);
     const present = await parley.connect(there.creds);
     const presentGot: string[] = [];
@@ -373,7 +399,7 @@ describe('retention: the inbox at a 1 MiB byte limit', () => {
       presentGot,
       Array.from({ length: 15 }, (_, i) => `m${i}`),
     );
-    const state = await streamState(parley, streams.inbox);
+    const state = await streamState(parley, inboxStream(away.id));
     assert.ok(state.bytes <= MIN_STREAM_BYTES, `inbox stream holds ${state.bytes} bytes`);
     // The fan-out's next write to the emptied inbox subject is fenced against an entry retention
     // removed: it must still go through, chained to what was delivered before.

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { consentApi, encodeJson, isParleyError, newId, streams } from '@parley/contracts';
+import { consentApi, encodeJson, inboxStream, isParleyError, newId } from '@parley/contracts';
 import { createLogger, ensureBackbone, ensureInboxConsumer } from '@parley/kit';
 import { CONSENT_CHECK_TRIES, createConsentGate, createParticipantDirectory } from '@parley/rooms/internal';
 import { startServer, type TestServer } from '@parley/test/harness';
@@ -101,7 +101,7 @@ describe('rooms.create checks when nothing answers in time', () => {
       assert.equal(err.retryAfterMs, 1_000);
       return true;
     });
-    const info = await (await jetstreamManager(nc)).consumers.info(streams.inbox, registered);
+    const info = await (await jetstreamManager(nc)).consumers.info(inboxStream(registered), registered);
     assert.equal(info.name, registered, 'nothing was changed');
   });
 });

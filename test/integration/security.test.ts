@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
-import { newId, request, roomsApi, streams, subjects } from '@parley/contracts';
+import { inboxStream, newId, request, roomsApi, subjects } from '@parley/contracts';
 import {
   connectAdmin,
   connectService,
@@ -88,14 +88,18 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
     await waitFor(() => got.includes('for alice'), 'alice’s delivery');
     await waitFor(
       async () =>
-        (await (await jetstreamManager(svc)).consumers.info(streams.inbox, alice.id)).num_ack_pending === 0,
+        (await (await jetstreamManager(svc)).consumers.info(inboxStream(alice.id), alice.id))
+          .num_ack_pending === 0,
       'the ack to land',
     );
     // Flow control answers on its own consumer are allowed; on another's they are refused.
-    nc.publish(`$JS.FC.${streams.inbox}.${alice.id}.abcd`, '');
-    nc.publish(`$JS.FC.${streams.inbox}.${bob.id}.abcd`, '');
-    await refused(errors, `$JS.FC.${streams.inbox}.${bob.id}`, 'flow control on bob’s consumer');
-    assert.ok(!errors.some((e) => e.includes(`$JS.FC.${streams.inbox}.${alice.id}`)), errors.join('\n'));
+    nc.publish(`$JS.FC.${inboxStream(alice.id)}.${alice.id}.abcd`, '');
+    nc.publish(`$JS.FC.${inboxStream(bob.id)}.${bob.id}.abcd`, '');
+    await refused(errors, `$JS.FC.${inboxStream(bob.id)}.${bob.id}`, 'flow control on bob’s consumer');
+    assert.ok(
+      !errors.some((e) => e.includes(`$JS.FC.${inboxStream(alice.id)}.${alice.id}`)),
+      errors.join('\n'),
+    );
     await nc.close();
   });
 
@@ -104,7 +108,7 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
     // attachInbox names the caller's own consumer: there is no way to name bob's.
     const r = await request(nc, alice.id, roomsApi.attachInbox, { session: 'session2' });
     assert.equal(r.deliverSubject, subjects.inboxDeliver(alice.id, 'session2'));
-    const ci = await (await jetstreamManager(svc)).consumers.info(streams.inbox, bob.id);
+    const ci = await (await jetstreamManager(svc)).consumers.info(inboxStream(bob.id), bob.id);
     assert.equal(ci.config.deliver_subject, subjects.inboxDeliver(bob.id));
     await nc.close();
   });
@@ -120,7 +124,7 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
     await refused(errors, 'parley.inbox.>', 'parley.inbox.>');
     await refused(errors, subjects.inbox(bob.id, room), 'another participant’s inbox subject');
     // Its own reply inbox is allowed: a request gets its answer.
-    const reply = await nc.request(`$JS.API.CONSUMER.INFO.${streams.inbox}.${alice.id}`, '', {
+    const reply = await nc.request(`$JS.API.CONSUMER.INFO.${inboxStream(alice.id)}.${alice.id}`, '', {
       timeout: 2000,
     });
     assert.match(reply.string(), new RegExp(alice.id));
@@ -129,18 +133,18 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
 
   it('refuses pulling from or acking on another participant’s consumer', async () => {
     const { nc, errors } = await rawConnect(parley, alice.id, alice.creds);
-    const next = `$JS.API.CONSUMER.MSG.NEXT.${streams.inbox}.${bob.id}`;
+    const next = `$JS.API.CONSUMER.MSG.NEXT.${inboxStream(bob.id)}.${bob.id}`;
     nc.publish(next, JSON.stringify({ batch: 1, no_wait: true }), { reply: `_INBOX.${alice.id}.x` });
-    const ack = `$JS.ACK.${streams.inbox}.${bob.id}.1.2.2.0.0`;
+    const ack = `$JS.ACK.${inboxStream(bob.id)}.${bob.id}.1.2.2.0.0`;
     nc.publish(ack, '+ACK');
-    const info = `$JS.API.CONSUMER.INFO.${streams.inbox}.${bob.id}`;
+    const info = `$JS.API.CONSUMER.INFO.${inboxStream(bob.id)}.${bob.id}`;
     nc.publish(info, '');
     await refused(errors, next, 'pulling from bob’s consumer');
     await refused(errors, ack, 'acking on bob’s consumer');
     await refused(errors, info, 'bob’s consumer info');
     await nc.close();
     // Bob's message is still there, undelivered.
-    const ci = await (await jetstreamManager(svc)).consumers.info(streams.inbox, bob.id);
+    const ci = await (await jetstreamManager(svc)).consumers.info(inboxStream(bob.id), bob.id);
     assert.equal(ci.num_pending, 1);
     assert.equal(ci.delivered.stream_seq, 0);
   });
@@ -167,11 +171,12 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
 
   it('refuses creating a consumer and reading stream info', async () => {
     const { nc, errors } = await rawConnect(parley, alice.id, alice.creds);
-    const create = `$JS.API.CONSUMER.CREATE.${streams.inbox}`;
-    const durable = `$JS.API.CONSUMER.DURABLE.CREATE.${streams.inbox}.spy`;
-    const streamInfo = `$JS.API.STREAM.INFO.${streams.inbox}`;
+    const own = inboxStream(alice.id);
+    const create = `$JS.API.CONSUMER.CREATE.${own}`;
+    const durable = `$JS.API.CONSUMER.DURABLE.CREATE.${own}.spy`;
+    const streamInfo = `$JS.API.STREAM.INFO.${own}`;
     const cfg = JSON.stringify({
-      stream_name: streams.inbox,
+      stream_name: own,
       config: { durable_name: 'spy', filter_subject: 'parley.inbox.>', ack_policy: AckPolicy.Explicit },
     });
     nc.publish(create, cfg);
@@ -184,7 +189,7 @@ describe('participant permissions enforced by nats-server (operator mode)', () =
     await refused(errors, '$JS.API.STREAM.LIST', 'listing streams');
     await nc.close();
     const names: string[] = [];
-    for await (const c of (await jetstreamManager(svc)).consumers.list(streams.inbox)) names.push(c.name);
+    for await (const c of (await jetstreamManager(svc)).consumers.list(own)) names.push(c.name);
     assert.ok(!names.includes('spy'));
   });
 });

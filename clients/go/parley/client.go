@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"regexp"
 	"strconv"
@@ -316,14 +317,26 @@ func (c *Client) Reply(d *Delivery, text string, o SendOptions) (*SendReply, err
 	return c.Send(d.Room, []Part{{Type: "text", Text: text}}, o)
 }
 
+// InboxShards is how many inbox streams there are (PARLEY_INBOX_0 … PARLEY_INBOX_15).
+const InboxShards = 16
+
+// InboxShard is the inbox shard of a participant: FNV-1a (32 bit) of its id, modulo InboxShards,
+// the same as the contracts' inboxShardOf.
+func InboxShard(participantID string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(participantID))
+	return h.Sum32() % InboxShards
+}
+
 // Consume handles inbox deliveries one at a time, in inbox order, until stop is closed. Each is
 // acknowledged after handler returned nil. A handler error naks the delivery and ends Consume with
 // that error, so nothing behind it is handled first; consuming again gets it back, in order. An
 // entry at or below the last handled position of its room (a redelivery of something already
 // handled) is acknowledged without running the handler.
 func (c *Client) Consume(stop <-chan struct{}, handler func(*Delivery) error) error {
-	stream, consumer := "PARLEY_INBOX", c.ID
-	filter := "parley.inbox." + c.ID + ".*"
+	shard := InboxShard(c.ID)
+	stream, consumer := fmt.Sprintf("PARLEY_INBOX_%d", shard), c.ID
+	filter := fmt.Sprintf("parley.inbox.%d.%s.*", shard, c.ID)
 	ch := make(chan *nats.Msg, 256)
 	var next func() (*nats.Msg, error)
 	sub, err := c.js.PullSubscribe(filter, "", nats.Bind(stream, consumer))

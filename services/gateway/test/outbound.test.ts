@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
-import { gatewayApi, streams } from '@parley/contracts';
+import { gatewayApi, inboxStream } from '@parley/contracts';
 import type { Agent } from '@parley/sdk';
 import {
   codeOf,
@@ -149,7 +149,7 @@ describe('gateway outbound webhooks', () => {
     }, 'a dead-letter notice to the owner');
 
     await waitFor(async () => {
-      const info = await parley.jsm.consumers.info(streams.inbox, httpAgent.id);
+      const info = await parley.jsm.consumers.info(inboxStream(httpAgent.id), httpAgent.id);
       return info.num_ack_pending === 0 && info.num_pending === 0;
     }, 'every delivery acknowledged');
 

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { gatewayApi, streams } from '@parley/contracts';
+import { gatewayApi, inboxStream } from '@parley/contracts';
 import type { Agent } from '@parley/sdk';
 import {
   connectAdmin,
@@ -80,7 +80,7 @@ describe('gateway live stream', () => {
       Array.from({ length: 20 }, (_, i) => `m${i}`),
     );
     await waitFor(async () => {
-      const info = await parley.jsm.consumers.info(streams.inbox, reader);
+      const info = await parley.jsm.consumers.info(inboxStream(reader), reader);
       return info.num_ack_pending === 0 && info.num_pending === 0;
     }, 'every delivery acknowledged');
     s.ws.close();

@@ -14,6 +14,8 @@ import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import {
   type BackboneOptions,
   inboxConsumer,
+  inboxStream,
+  isParticipantId,
   kvDefinitions,
   objectStores,
   type StreamDefinition,
@@ -65,6 +67,8 @@ const SETTABLE: (keyof StreamConfig)[] = [
 export interface BackboneReport {
   streams: { name: string; action: 'created' | 'updated' | 'unchanged' }[];
   buckets: string[];
+  /** Inbox consumers made in the inbox shards for participants of the pre-shard `PARLEY_INBOX`. */
+  movedInboxes?: number;
 }
 
 /** How long one JetStream API call of the backbone setup may take. */
@@ -130,7 +134,48 @@ async function ensureBackboneOnce(
       }),
     ),
   ]);
-  return { streams, buckets: [...kvBuckets, ...objBuckets] };
+  const movedInboxes = await moveLegacyInboxes(jsm, options, log);
+  return { streams, buckets: [...kvBuckets, ...objBuckets], ...(movedInboxes ? { movedInboxes } : {}) };
+}
+
+/** The one inbox stream of versions before the inbox shards. */
+export const LEGACY_INBOX_STREAM = 'PARLEY_INBOX';
+
+/**
+ * A deployment made before the inbox shards has its participants' inbox consumers in the one
+ * `PARLEY_INBOX` stream: each gets its consumer in its shard's stream, so nobody registered before
+ * the upgrade is unknown after it. What waited unread in the old stream is not copied: the first
+ * entry in the new inbox names the room position before it, and the SDK reads what it did not handle
+ * from room history. The old stream and its consumers are left for the operator to remove. Returns
+ * how many consumers were made.
+ */
+async function moveLegacyInboxes(
+  jsm: JetStreamManager,
+  options: BackboneOptions,
+  log: Logger,
+): Promise<number> {
+  const legacy = await jsm.streams.info(LEGACY_INBOX_STREAM).catch((err: unknown) => {
+    if (isStreamNotFound(err)) return undefined;
+    throw err;
+  });
+  if (!legacy || legacy.state.consumer_count === 0) return 0;
+  const ids: string[] = [];
+  for await (const c of jsm.consumers.list(LEGACY_INBOX_STREAM))
+    if (isParticipantId(c.name)) ids.push(c.name);
+  let moved = 0;
+  for (const id of ids) {
+    const there = await jsm.consumers.info(inboxStream(id), id).catch(() => undefined);
+    if (there) continue;
+    await ensureInboxConsumer(jsm, id, options);
+    moved++;
+  }
+  if (moved > 0) {
+    log.warn(
+      { moved, participants: ids.length, stream: LEGACY_INBOX_STREAM },
+      `inbox consumers made in the inbox shards for participants registered before them; ${LEGACY_INBOX_STREAM} is no longer read: remove it once they are back (nats stream rm ${LEGACY_INBOX_STREAM})`,
+    );
+  }
+  return moved;
 }
 
 /** Creates one stream, or brings an existing one to the configured settings. */

@@ -1,3 +1,4 @@
+import { INBOX_SHARDS } from '@parley/contracts';
 import * as z from 'zod';
 
 /** Thrown when the environment does not describe a valid configuration; lists every problem. */
@@ -191,20 +192,30 @@ const ageLimit = (what: string, fallback: number) =>
     .default(fallback)
     .describe(`${what} (ms; 0 = no age limit, else at least ${MIN_MAX_AGE_MS}). @default ${fallback}`);
 
-const byteLimit = (what: string) =>
+/**
+ * The inboxes' byte limit is shared evenly by the {@link INBOX_SHARDS} inbox streams: each must keep
+ * at least one message of the largest size.
+ */
+export const MIN_INBOX_BYTES = INBOX_SHARDS * MIN_STREAM_BYTES;
+
+const byteLimit = (
+  what: string,
+  min = MIN_STREAM_BYTES,
+  why = 'the largest message NATS carries, max_payload',
+) =>
   z.coerce
     .number()
     .int()
     .min(0)
-    .refine((v) => v === 0 || v >= MIN_STREAM_BYTES, {
-      message: `must be 0 (no byte limit) or at least ${MIN_STREAM_BYTES} bytes (the largest message NATS carries, max_payload)`,
+    .refine((v) => v === 0 || v >= min, {
+      message: `must be 0 (no byte limit) or at least ${min} bytes (${why})`,
     })
     .default(0)
-    .describe(`${what} (bytes; 0 = no limit, else at least ${MIN_STREAM_BYTES}). @default 0`);
+    .describe(`${what} (bytes; 0 = no limit, else at least ${min}). @default 0`);
 
 /**
  * Retention of the room log and the inboxes: what the backbone setup (`parley-init backbone`, the
- * standalone) applies to PARLEY_ROOMS and PARLEY_INBOX at every start. What happens at each limit
+ * standalone) applies to PARLEY_ROOMS and the PARLEY_INBOX_<shard> streams at every start. What happens at each limit
  * is in docs/operations.md, "Retention".
  */
 export const retentionEnv = {
@@ -228,7 +239,9 @@ export const retentionEnv = {
     ),
   PARLEY_INBOX_MAX_AGE_MS: ageLimit('How long an inbox entry is kept, delivered or not', 14 * DAY_MS),
   PARLEY_INBOX_MAX_BYTES: byteLimit(
-    'Most bytes the inbox stream keeps, every participant together; the oldest entries are removed first',
+    `Most bytes the inboxes keep, every participant together, shared evenly by the ${INBOX_SHARDS} inbox streams; the oldest entries of a stream are removed first`,
+    MIN_INBOX_BYTES,
+    `${MIN_STREAM_BYTES}, the largest message NATS carries, for each of the ${INBOX_SHARDS} inbox streams`,
   ),
   PARLEY_INBOX_MAX_MSGS_PER_ROOM: z.coerce
     .number()

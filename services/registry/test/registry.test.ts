@@ -4,11 +4,11 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   type AgentCardInput,
+  inboxStreams,
   isParleyError,
   newId,
   ParleyEvent,
   registryApi,
-  streams,
 } from '@parley/contracts';
 import {
   codeOf,
@@ -27,7 +27,8 @@ type Participant = Awaited<ReturnType<typeof connectAdmin>>;
 
 async function inboxConsumers(svc: NatsConnection): Promise<string[]> {
   const names: string[] = [];
-  for await (const c of (await jetstreamManager(svc)).consumers.list(streams.inbox)) names.push(c.name);
+  const jsm = await jetstreamManager(svc);
+  for (const stream of inboxStreams()) for await (const c of jsm.consumers.list(stream)) names.push(c.name);
   return names.sort();
 }
 

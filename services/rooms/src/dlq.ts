@@ -10,6 +10,7 @@ import {
   type DeadLetter,
   encodeJson,
   headerNames,
+  isInboxStream,
   isParticipantId,
   partitionOf,
   type RoomMessage,
@@ -42,8 +43,8 @@ export function createDeadLetters(o: {
   async function handle(m: JsMsg): Promise<void> {
     const a = JSON.parse(dec.decode(m.data)) as MaxDeliveriesAdvisory;
     const recipient = a.consumer;
-    if (a.stream !== streams.inbox || !isParticipantId(recipient)) return;
-    const stored = await o.jsm.direct.getMessage(streams.inbox, { seq: a.stream_seq });
+    if (!isInboxStream(a.stream) || !isParticipantId(recipient)) return;
+    const stored = await o.jsm.direct.getMessage(a.stream, { seq: a.stream_seq });
     if (!stored) {
       log.warn({ advisory: a }, 'dead letter no longer in the inbox stream');
       return;

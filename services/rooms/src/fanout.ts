@@ -38,6 +38,8 @@ import {
   type DeliveryFilter,
   extractContext,
   headerNames,
+  inboxStream,
+  inboxStreams,
   injectContext,
   type MemberRole,
   type MembershipChange,
@@ -282,8 +284,8 @@ export function createFanout(o: FanoutOptions) {
   ): Promise<Cursor> {
     const query = { last_by_subj: subjects.inbox(recipient, room) };
     const last = fromLeader
-      ? await conn.jsm.streams.getMessage(streams.inbox, query)
-      : await conn.jsm.direct.getMessage(streams.inbox, query);
+      ? await conn.jsm.streams.getMessage(inboxStream(recipient), query)
+      : await conn.jsm.direct.getMessage(inboxStream(recipient), query);
     if (!last) return { roomSeq: 0, inboxSeq: 0 };
     return { roomSeq: Number(last.header.get(headerNames.roomSeq)) || 0, inboxSeq: last.seq };
   }
@@ -559,7 +561,7 @@ export function createFanout(o: FanoutOptions) {
   }
 
   /**
-   * Before a failed batch runs again: until the inbox stream has a leader that answers, polled with
+   * Before a failed batch runs again: until every inbox stream has a leader that answers, polled with
    * a short timeout. Re-running the batch at once sent its writes to a stream with no leader yet
    * (a restarted cluster electing), where nothing answers them: each attempt then waited out the
    * whole PubAck timeout (5 s) even when the stream was back a moment after it was sent, which was
@@ -570,8 +572,13 @@ export function createFanout(o: FanoutOptions) {
     const probe = await probeOf(conn);
     const until = Date.now() + PROBE_FOR_MS;
     while (!stopped() && Date.now() < until) {
-      const info = await probe.streams.info(streams.inbox).catch(() => undefined);
-      if (info?.cluster?.leader || (info && !info.cluster)) return;
+      const answers = await Promise.all(
+        inboxStreams().map(async (name) => {
+          const info = await probe.streams.info(name).catch(() => undefined);
+          return Boolean(info?.cluster?.leader || (info && !info.cluster));
+        }),
+      );
+      if (answers.every(Boolean)) return;
       await new Promise((r) => setTimeout(r, 100));
     }
   }

@@ -11,7 +11,7 @@
  */
 import { type ConsumerInfo, DeliverPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import { ParleyError, streams, subjects } from '@parley/contracts';
+import { inboxStream, ParleyError, subjects } from '@parley/contracts';
 import { inboxConsumerConfig, isConsumerInUse, isConsumerNotFound, type Logger } from '@parley/kit';
 
 /** What attaching did. */
@@ -33,7 +33,7 @@ export async function attachInbox(
   // consumer and writes it (two JetStream API calls); reading it first as well made attaching three,
   // and thousands of agents connecting at once queue on the server's API (pnpm bench:scale).
   try {
-    await jsm.consumers.update(streams.inbox, caller, { deliver_subject: target });
+    await jsm.consumers.update(inboxStream(caller), caller, { deliver_subject: target });
     return { deliverSubject: target, migrated: false };
   } catch (err) {
     if (isConsumerNotFound(err))
@@ -46,7 +46,7 @@ export async function attachInbox(
       );
     }
     // A pull consumer cannot become a push one by an update: see below.
-    const info = await jsm.consumers.info(streams.inbox, caller).catch(() => undefined);
+    const info = await jsm.consumers.info(inboxStream(caller), caller).catch(() => undefined);
     if (info && !info.config.deliver_subject) {
       return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
     }
@@ -79,8 +79,8 @@ async function migrate(
     inboxConsumerReplicas: info.config.num_replicas || 1,
   });
   const start = info.ack_floor.stream_seq + 1;
-  await jsm.consumers.delete(streams.inbox, caller);
-  await jsm.consumers.add(streams.inbox, {
+  await jsm.consumers.delete(inboxStream(caller), caller);
+  await jsm.consumers.add(inboxStream(caller), {
     ...config,
     ...(info.config.max_deliver ? { max_deliver: info.config.max_deliver } : {}),
     ...(info.config.max_ack_pending ? { max_ack_pending: info.config.max_ack_pending } : {}),

@@ -1,5 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { isParticipantId, ParleyError, streams } from '@parley/contracts';
+import { inboxStream, isParticipantId, ParleyError } from '@parley/contracts';
 import { isConsumerNotFound } from '@parley/kit';
 
 /**
@@ -15,7 +15,7 @@ export function createParticipantDirectory(jsm: JetStreamManager) {
       if (known.has(id)) return;
       if (!isParticipantId(id)) throw new ParleyError('INVALID_ARGUMENT', `${id} is not a participant id`);
       try {
-        await jsm.consumers.info(streams.inbox, id);
+        await jsm.consumers.info(inboxStream(id), id);
         known.add(id);
       } catch (err) {
         if (isConsumerNotFound(err)) {

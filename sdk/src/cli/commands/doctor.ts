@@ -11,12 +11,12 @@ import { decode } from '@nats-io/jwt';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   compareServerVersions,
+  inboxStream,
   isParleyError,
   MIN_SERVER_VERSION,
   registryApi,
   request,
   serverDefects,
-  streams,
 } from '@parley/contracts';
 import type { Command } from 'commander';
 import { connectWithCreds, readCreds } from '../../connect.js';
@@ -179,7 +179,7 @@ export async function runDoctor(
     if (identity.id.startsWith('agt_') || identity.id.startsWith('usr_')) {
       try {
         const jsm = await jetstreamManager(nc, { checkAPI: false });
-        const info = await jsm.consumers.info(streams.inbox, identity.id);
+        const info = await jsm.consumers.info(inboxStream(identity.id), identity.id);
         const ts = (info as { ts?: string }).ts;
         if (ts) serverNow = Date.parse(ts);
         const push = Boolean(info.config.deliver_subject);
