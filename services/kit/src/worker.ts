@@ -34,6 +34,9 @@ export interface DurableWorker {
   stop(): Promise<void>;
 }
 
+/** How long a durable worker's pull request lives, ms. */
+export const WORKER_PULL_EXPIRES_MS = 5_000;
+
 export function durableWorker(o: DurableWorkerOptions): DurableWorker {
   let messages: ConsumerMessages | undefined;
   let loop: Promise<void> | undefined;
@@ -58,7 +61,12 @@ export function durableWorker(o: DurableWorkerOptions): DurableWorker {
           log: o.log,
         },
       );
-      const iter = await consumer.consume({ max_messages: o.maxMessages });
+      // Pull requests of 5 s (heartbeats every 2.5 s): a request the server drops (nats-server 2.9
+      // loses an expired one without a 408, and a request sent to a node that then lost its
+      // leadership is gone) is noticed after two missed heartbeats. With the client's default of
+      // 30 s that was up to a minute of nothing consumed after a cluster came back
+      // (test/cluster/worker-late.test.ts: handled after 35 s, or not within 30 s).
+      const iter = await consumer.consume({ max_messages: o.maxMessages, expires: WORKER_PULL_EXPIRES_MS });
       messages = iter;
       loop = (async () => {
         for await (const m of iter) {
