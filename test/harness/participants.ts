@@ -10,7 +10,7 @@ import {
   subjects,
 } from '@parley/contracts';
 import { mintServiceCreds } from '@parley/keys';
-import { type Agent, type ConnectOptions, connect } from '@parley/sdk';
+import { type Agent, type ConnectOptions, type CursorStore, connect } from '@parley/sdk';
 import type { TestParley } from './parley.js';
 
 /** Connects to a test Parley with `creds` (no heartbeats unless asked for). */
@@ -60,4 +60,13 @@ export async function connectService(parley: TestParley, name = 'test'): Promise
     ),
     inboxPrefix: subjects.replyPrefix(`svc_${name}`),
   });
+}
+
+/**
+ * A cursor store in memory: what an agent handled survives a reconnect of the test's agent (the SDK
+ * then notices a hole and backfills it), not the test process.
+ */
+export function memoryCursorStore(): CursorStore {
+  const positions = new Map<string, number>();
+  return { get: (room) => positions.get(room), set: (room, seq) => void positions.set(room, seq) };
 }

@@ -10,14 +10,17 @@ import { AckPolicy, DeliverPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import { inboxShardOf, inboxStream, subjects } from '@parley/contracts';
 import { ensureBackbone, LEGACY_INBOX_STREAM } from '@parley/kit';
-import type { CursorStore, Delivery } from '@parley/sdk';
-import { capturingLogger, connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
+import type { Delivery } from '@parley/sdk';
+import {
+  capturingLogger,
+  connectService,
+  memoryCursorStore,
+  startParley,
+  type TestParley,
+  waitFor,
+} from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-const memoryStore = (): CursorStore => {
-  const positions = new Map<string, number>();
-  return { get: (room) => positions.get(room), set: (room, seq) => void positions.set(room, seq) };
-};
 
 describe('inbox shards', () => {
   let parley: TestParley;
@@ -69,7 +72,7 @@ describe('inbox shards', () => {
     const r = await parley.participant();
     const sender = await parley.connect(s.creds);
     const room = await sender.rooms.create('upgrade', { members: [r.id] });
-    const store = memoryStore();
+    const store = memoryCursorStore();
     const got: Delivery[] = [];
     const before = await parley.connect(r.creds, { delivery: { cursorStore: store } });
     before.on('message', (d) => {

@@ -25,15 +25,11 @@ import {
 } from '@parley/contracts';
 import { loadConfig as loadInitConfig } from '@parley/init';
 import { ConfigError, ensureBackbone, MIN_INBOX_BYTES, MIN_STREAM_BYTES, silentLogger } from '@parley/kit';
-import type { CursorStore, Delivery } from '@parley/sdk';
+import type { Delivery } from '@parley/sdk';
 import { loadConfig as loadStandaloneConfig } from '@parley/standalone';
-import { startParley, startServer, type TestParley, waitFor } from '@parley/test/harness';
+import { memoryCursorStore, startParley, startServer, type TestParley, waitFor } from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-const memoryStore = (): CursorStore => {
-  const positions = new Map<string, number>();
-  return { get: (room) => positions.get(room), set: (room, seq) => void positions.set(room, seq) };
-};
 
 async function streamState(parley: TestParley, name: string) {
   const nc = await natsConnect({
@@ -250,7 +246,7 @@ describe('retention: per-room caps (room log 10 entries, inbox 3 per participant
       presentGot.push(text(d));
     });
     await present.listening;
-    const store = memoryStore();
+    const store = memoryCursorStore();
     const got: Delivery[] = [];
     const first = await parley.connect(away.creds, { delivery: { cursorStore: store } });
     first.on('message', (d) => {
@@ -375,7 +371,7 @@ describe('retention: the inboxes at a byte limit of 1 MiB per inbox stream', () 
       presentGot.push(label(d) ?? '');
     });
     await present.listening;
-    const store = memoryStore();
+    const store = memoryCursorStore();
     const got: Delivery[] = [];
     const first = await parley.connect(away.creds, { delivery: { cursorStore: store } });
     first.on('message', (d) => {
