@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AckPolicy, DeliverPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
-import { inboxShardOf, inboxStream, subjects } from '@parley/contracts';
+import { headerNames, inboxShardOf, inboxStream, subjects } from '@parley/contracts';
 import { ensureBackbone, LEGACY_INBOX_STREAM } from '@parley/kit';
 import type { Delivery } from '@parley/sdk';
 import {
@@ -96,8 +96,16 @@ describe('inbox shards', () => {
       ack_wait: nanos(30_000),
     });
     await jsm.consumers.delete(inboxStream(r.id), r.id);
-    await room.send('meanwhile');
-    await jsm.streams.purge(inboxStream(r.id), { filter: subjects.inbox(r.id, room.id) });
+    const meanwhile = await room.send('meanwhile');
+    // The fan-out writes the inbox entry after the send was accepted: purged once it is there.
+    const subject = subjects.inbox(r.id, room.id);
+    await waitFor(async () => {
+      const last = await jsm.streams
+        .getMessage(inboxStream(r.id), { last_by_subj: subject })
+        .catch(() => null);
+      return Number(last?.header.get(headerNames.roomSeq)) === meanwhile.roomSeq;
+    }, 'the fan-out to write “meanwhile” to the inbox');
+    await jsm.streams.purge(inboxStream(r.id), { filter: subject });
 
     const { log, lines } = capturingLogger();
     // The settings the harness started with (R3 streams on its cluster).
