@@ -14,7 +14,6 @@ import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import {
   type BackboneOptions,
   inboxConsumer,
-  inboxStream,
   isParticipantId,
   kvDefinitions,
   objectStores,
@@ -158,20 +157,17 @@ async function moveLegacyInboxes(
     if (isStreamNotFound(err)) return undefined;
     throw err;
   });
-  if (!legacy || legacy.state.consumer_count === 0) return 0;
-  const ids: string[] = [];
-  for await (const c of jsm.consumers.list(LEGACY_INBOX_STREAM))
-    if (isParticipantId(c.name)) ids.push(c.name);
+  if (!legacy) return 0;
+  let participants = 0;
   let moved = 0;
-  for (const id of ids) {
-    const there = await jsm.consumers.info(inboxStream(id), id).catch(() => undefined);
-    if (there) continue;
-    await ensureInboxConsumer(jsm, id, options);
-    moved++;
+  for await (const c of jsm.consumers.list(LEGACY_INBOX_STREAM)) {
+    if (!isParticipantId(c.name)) continue;
+    participants++;
+    if (await ensureInboxConsumer(jsm, c.name, options)) moved++;
   }
   if (moved > 0) {
     log.warn(
-      { moved, participants: ids.length, stream: LEGACY_INBOX_STREAM },
+      { moved, participants, stream: LEGACY_INBOX_STREAM },
       `inbox consumers made in the inbox shards for participants registered before them; ${LEGACY_INBOX_STREAM} is no longer read: remove it once they are back (nats stream rm ${LEGACY_INBOX_STREAM})`,
     );
   }
@@ -239,23 +235,24 @@ export function inboxConsumerConfig(participantId: string, options: BackboneOpti
  * Creates the durable consumer that is a participant's inbox, or keeps the one there (one made by
  * an earlier version as a pull consumer is turned into a push one when the participant attaches,
  * see the rooms service's `attachInbox`). Only services do this: participants are never allowed to
- * create consumers.
+ * create consumers. True when it made the consumer.
  */
 export async function ensureInboxConsumer(
   jsm: JetStreamManager,
   participantId: string,
   options: BackboneOptions = {},
-): Promise<void> {
+): Promise<boolean> {
   const c = inboxConsumer(participantId, options);
   const existing = await jsm.consumers.info(c.stream, c.durableName).catch((err: unknown) => {
     if (isConsumerNotFound(err)) return undefined;
     throw err;
   });
-  if (existing) return;
+  if (existing) return false;
   await jsm.consumers.add(c.stream, inboxConsumerConfig(participantId, options)).catch(async (err: Error) => {
     // Created at the same moment by another replica: fine if it is there now.
     if (!(await jsm.consumers.info(c.stream, c.durableName).catch(() => undefined))) throw err;
   });
+  return true;
 }
 
 /** Deletes a participant's inbox consumer (deregistration). Absent is fine. */
