@@ -9,6 +9,13 @@ export const headerNames = {
    * recipient (absent for the first). A jump tells the SDK to backfill from history.
    */
   prevSeq: 'Parley-Prev-Seq',
+  /**
+   * On a delivery: the room position of the recipient's previous delivery in this room, which the
+   * room log no longer holds (JetStream lost it after a fault and went on from an earlier position).
+   * This delivery's own position may be at or below it; `Parley-Prev-Seq` names where the room goes
+   * on from. Absent on every other delivery.
+   */
+  rewound: 'Parley-Rewound',
   /** On a room-log entry: its kind, so the fan-out routes without parsing the body. */
   kind: 'Parley-Kind',
   /** On a room-log entry: the sender's id. */

@@ -65,6 +65,13 @@ export interface Delivery {
   gap?: RetentionGap;
   /** When the fan-out stored it in this participant's inbox (ms since the epoch; absent when backfilled). */
   inboxedAt?: number;
+  /**
+   * Set when the room log went back under this participant: JetStream lost the entry at this
+   * position (the last one handled here, or the last of several) after a fault and went on from an
+   * earlier position, so this delivery and the ones after it come at positions at or below it.
+   * What was handled at the lost positions is no longer in the room's history.
+   */
+  rewound?: number;
   /** For `contact_request` and `contact_update`: the request (answer it with `agent.contacts`). */
   contactRequest?: ContactRequest;
   /** For `contact_request` and `contact_update`: the whole notice (what changed, with whom). */
@@ -500,6 +507,11 @@ export class DeliveryEngine {
       this.#remember(id);
       this.#lastSeq.set(room, Math.max(this.#lastSeq.get(room) ?? 0, roomSeq));
     };
+    // The room log lost what was handled last here and went on from an earlier position: the room
+    // goes on from the position the fan-out names before this one (even when this entry itself is
+    // a message handled before, so the ones after it are not taken for handled). Only while this
+    // participant is still at the lost position: a redelivery after that is judged as any other.
+    const rewound = await this.#rewind(m, room, prev);
     if (this.#seen.has(id)) {
       m.ack();
       done();
@@ -537,6 +549,7 @@ export class DeliveryEngine {
         redelivered: m.info.deliveryCount > 1,
         backfilled: false,
         ...(gap ? { gap } : {}),
+        ...(rewound ? { rewound } : {}),
         inboxedAt: Math.round(m.info.timestampNanos / 1e6),
       };
       if (this.options.mode === 'pull') {
@@ -593,6 +606,20 @@ export class DeliveryEngine {
       const backoff = this.options.backoffMs ?? ((n: number) => Math.min(500 * 2 ** (n - 1), 10_000));
       m.nak(backoff(m.info.deliveryCount));
     }
+  }
+
+  /**
+   * When `m` says the room log lost this participant's last handled position in `room` (see
+   * {@link Delivery.rewound}) and the participant is still there: the room's position goes back to
+   * the one `m` names before it, and the lost position is returned.
+   */
+  async #rewind(m: JsMsg, room: string, prev: number): Promise<number | undefined> {
+    const rewound = Number(m.headers?.get(headerNames.rewound)) || 0;
+    if (!rewound || prev >= rewound) return undefined;
+    const last = this.#lastSeq.get(room) ?? (await this.options.cursorStore?.get(room));
+    if (last === undefined || last < rewound) return undefined;
+    this.#lastSeq.set(room, prev);
+    return rewound;
   }
 
   /**

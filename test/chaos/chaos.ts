@@ -155,6 +155,8 @@ export interface ChaosReport {
   inboxEntries: number;
   /** Inbox entries written after a hole the recipient had to backfill (see InboxChains). */
   inboxHoles: number;
+  /** Inbox entries that went back below a position the room log lost (see InboxChains). */
+  inboxRewinds: number;
   /** Every broken invariant, in the order it was seen. */
   violations: string[];
   /**
@@ -295,7 +297,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const at = Date.now();
         if (d.backfilled) backfilled++;
         if (d.redelivered) redelivered++;
-        const broken = order.handled(m.id, d.room, d.roomSeq, d.message.id);
+        const broken = order.handled(m.id, d.room, d.roomSeq, d.message.id, d.rewound);
         if (broken) violation(broken);
         // Each send's text is unique: the same text under another id is one send handled twice.
         const text = d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
@@ -382,7 +384,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         () => watching,
         (m) => {
           const roomSeq = Number(m.headers?.get(headerNames.roomSeq));
-          const broken = inbox.entry(m.subject, roomSeq, Number(m.headers?.get(headerNames.prevSeq) || 0));
+          const broken = inbox.entry(
+            m.subject,
+            roomSeq,
+            Number(m.headers?.get(headerNames.prevSeq) || 0),
+            Number(m.headers?.get(headerNames.rewound) || 0),
+          );
           if (broken) violation(broken);
           const id = m.headers?.get(headerNames.messageId);
           if (id && !fannedOut.has(roomSeq)) fannedOut.set(roomSeq, id);
@@ -709,6 +716,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       leaseUnchecked: leases.unchecked,
       inboxEntries: inbox.entries,
       inboxHoles: inbox.holes,
+      inboxRewinds: inbox.rewinds,
       violations,
       jetstreamDefects,
       ...(diagnostics ? { diagnostics } : {}),
@@ -888,7 +896,7 @@ export function formatReport(r: ChaosReport): string {
     ...rows,
     '',
     `faults: ${[...count].map(([k, n]) => `${n} ${k}`).join(', ')}; worst resume: ${[...worst].map(([k, ms]) => `${k} ${ms} ms`).join(', ')} (bound ${r.boundMs} ms); JetStream back after at worst: ${[...back].map(([k, ms]) => `${k} ${ms} ms`).join(', ')}`,
-    `messages: ${r.sent} sent, ${r.accepted} accepted, ${r.failed} failed, ${r.delivered} deliveries of accepted messages (${r.backfilled} backfilled, ${r.redelivered} redelivered); ${r.inboxEntries} inbox entries checked (${r.inboxHoles} after a hole), ${r.leaseHandovers} lease handovers (${r.leaseUnchecked} more across ${r.leaseGaps} gaps of the lease watch, unchecked); seed ${r.seed}; ${(r.durationMs / 1000).toFixed(0)} s`,
+    `messages: ${r.sent} sent, ${r.accepted} accepted, ${r.failed} failed, ${r.delivered} deliveries of accepted messages (${r.backfilled} backfilled, ${r.redelivered} redelivered); ${r.inboxEntries} inbox entries checked (${r.inboxHoles} after a hole, ${r.inboxRewinds} going back below a position the room log lost), ${r.leaseHandovers} lease handovers (${r.leaseUnchecked} more across ${r.leaseGaps} gaps of the lease watch, unchecked); seed ${r.seed}; ${(r.durationMs / 1000).toFixed(0)} s`,
     r.violations.length === 0
       ? 'invariants: held'
       : `invariants: ${r.violations.length} violations\n${r.violations.map((v) => `  ${v}`).join('\n')}`,

@@ -54,6 +54,23 @@ describe('chaos invariants', () => {
     assert.equal(c.entries, 8);
   });
 
+  it('an inbox entry going back below a position the room log lost is allowed only when it names the last written', () => {
+    const c = new InboxChains();
+    const s = 'parley.inbox.agt_a.room_b';
+    c.entry(s, 10, 0);
+    c.entry(s, 14, 10);
+    assert.match(
+      c.entry(s, 12, 11, 13) ?? '',
+      /position 12 written after 14/,
+      'names a position that is not the last',
+    );
+    assert.equal(c.entry(s, 12, 11, 14), undefined);
+    assert.equal(c.last(s), 12, 'the subject goes on from there');
+    assert.equal(c.entry(s, 13, 12), undefined);
+    assert.match(c.entry(s, 13, 13, 13) ?? '', /written after 13/, 'naming no earlier position');
+    assert.equal(c.rewinds, 1);
+  });
+
   it('a message handled twice or out of room order is caught per member and room', () => {
     const o = new RoomOrder();
     assert.equal(o.handled('a', 'r', 3, 'm3'), undefined);
@@ -61,5 +78,8 @@ describe('chaos invariants', () => {
     assert.equal(o.handled('a', 'r', 7, 'm7'), undefined);
     assert.match(o.handled('a', 'r', 7, 'm7') ?? '', /twice/);
     assert.match(o.handled('a', 'r', 5, 'm5') ?? '', /out of order/);
+    assert.equal(o.handled('a', 'r', 6, 'n6', 7), undefined, 'after the room log lost position 7');
+    assert.match(o.handled('a', 'r', 6, 'n6') ?? '', /twice/);
+    assert.match(o.handled('a', 'r', 5, 'n5', 4) ?? '', /out of order/, 'a lost position below the last');
   });
 });

@@ -63,7 +63,9 @@ export class LeaseHolders {
  * JetStream refused while a later one of the same run was stored (a stream leader change in the
  * middle of a pipelined run). A hole is counted, not a violation: the recipient backfills it from
  * the room's history (and the member checks still require every message, once, in order). An entry
- * naming an earlier position than the last written is a second writer's, and is one.
+ * naming an earlier position than the last written is a second writer's, and is one — unless it says
+ * (`Parley-Rewound`) that the room log lost the last written position and went on from an earlier one:
+ * the subject's positions go back to it (counted; what JetStream lost is reported by the caller).
  */
 export class InboxChains {
   readonly #last = new Map<string, number>();
@@ -71,10 +73,20 @@ export class InboxChains {
   entries = 0;
   /** Entries written after a hole (see the class comment). */
   holes = 0;
-  /** An entry of `subject` at room position `seq`, naming `prev` (0 when absent). */
-  entry(subject: string, seq: number, prev: number): string | undefined {
+  /** Entries that went back below a position the room log lost (see the class comment). */
+  rewinds = 0;
+  /**
+   * An entry of `subject` at room position `seq`, naming `prev` (0 when absent) and, after a lost
+   * position, `rewound`.
+   */
+  entry(subject: string, seq: number, prev: number, rewound = 0): string | undefined {
     this.entries++;
     const last = this.#last.get(subject) ?? 0;
+    if (rewound > 0 && rewound === last && prev < seq) {
+      this.#last.set(subject, seq);
+      this.rewinds++;
+      return undefined;
+    }
     this.#last.set(subject, Math.max(seq, last));
     if (!(seq > last)) return `inbox ${subject}: position ${seq} written after ${last}`;
     if (last > 0 && prev > last && prev < seq) {
@@ -91,13 +103,20 @@ export class InboxChains {
   }
 }
 
-/** A member handles each message of a room once, in room order. */
+/**
+ * A member handles each message of a room once, in room order; after a delivery saying the room log
+ * lost the member's last position (`rewound`), the room goes on from that delivery's position.
+ */
 export class RoomOrder {
   readonly #last = new Map<string, number>();
-  /** `member` handled message `id` at position `seq` of `room`. */
-  handled(member: string, room: string, seq: number, id: string): string | undefined {
+  /** `member` handled message `id` at position `seq` of `room` (`rewound`: see the class comment). */
+  handled(member: string, room: string, seq: number, id: string, rewound?: number): string | undefined {
     const key = `${member}/${room}`;
     const last = this.#last.get(key) ?? 0;
+    if (rewound !== undefined && rewound >= last) {
+      this.#last.set(key, seq);
+      return undefined;
+    }
     this.#last.set(key, Math.max(seq, last));
     if (seq > last) return undefined;
     return `${member} handled ${room} position ${seq} after ${last} (${seq === last ? 'twice' : 'out of order'}, message ${id})`;

@@ -7,13 +7,15 @@
  *   window. A position-based id took the new message's writes for those: it never arrived, and the
  *   fan-out re-ran its batch until it gave up.
  * - one message at two positions (appended again after the room log's dedupe window): delivered once,
- *   and the room goes on.
+ *   and the room goes on;
+ * - a member that handled a message at a position the log then lost (past its end, or now holding
+ *   another message): the new messages at or below that position reach it, in order, once.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
-import { headerNames, streams, subjects } from '@parley/contracts';
+import { headerNames, newId, streams, subjects } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
 import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
 
@@ -75,6 +77,53 @@ describe('fan-out de-duplication of inbox writes', () => {
     );
     assert.deepEqual(handled.map(text), ['warm-up', 'at a reused position', 'after it']);
   });
+
+  // What a room log that lost its last entries leaves behind: the member handled a message at a
+  // position the log no longer holds, and the log goes on from an earlier position, so new messages
+  // come at or below it. The fan-out's cursor and the SDK's "handled before" check are by position:
+  // both took the new messages for delivered ones.
+  for (const lost of ['past the log’s end', 'now holding another message'] as const) {
+    it(`messages at positions up to the member's last one, which the log lost (${lost}), reach it in order`, async () => {
+      const { room, member, handled } = await roomWithMember();
+      const next = (await jsm.streams.info(streams.rooms)).state.last_seq + 1;
+      // The lost entry: past the log's end (the tail lost), or at the next position (reused).
+      const at = lost === 'past the log’s end' ? next + 2 : next;
+      const warm = handled[0];
+      assert.ok(warm);
+      const phantom = { ...warm.message, id: newId('message'), parts: [{ type: 'text', text: 'lost' }] };
+      const h = natsHeaders();
+      h.set(headerNames.roomSeq, String(at));
+      h.set(headerNames.prevSeq, String(warm.roomSeq));
+      h.set(headerNames.messageId, phantom.id);
+      await js.publish(subjects.inbox(member, room.id), JSON.stringify(phantom), {
+        headers: h,
+        msgID: `${phantom.id}:${member}`,
+      });
+      await waitFor(() => handled.length === 2, 'the lost message to be handled');
+      const sent = [];
+      for (const t of ['a', 'b', 'c', 'd']) sent.push(await room.send(t));
+      assert.equal(
+        sent[0]?.roomSeq,
+        next,
+        'the new messages are stored from the position after the log’s end',
+      );
+      await waitFor(
+        () => handled.length >= 6,
+        () => `the four to be handled (handled: ${handled.map(text).join(', ')})`,
+        BOUND_MS,
+      );
+      assert.deepEqual(handled.map(text), ['warm-up', 'lost', 'a', 'b', 'c', 'd']);
+      assert.deepEqual(
+        handled.map((d) => d.rewound),
+        [undefined, undefined, at, undefined, undefined, undefined],
+        'the first delivery after the lost position names it',
+      );
+      // Nothing more comes (no duplicate) once the room goes on.
+      const after = await room.send('after');
+      await waitFor(() => handled.some((d) => d.message.id === after.id), 'the next message');
+      assert.deepEqual(handled.map(text).slice(2), ['a', 'b', 'c', 'd', 'after']);
+    });
+  }
 
   it('a message the room log holds twice is handled once, and the room goes on', async () => {
     const { room, handled } = await roomWithMember();

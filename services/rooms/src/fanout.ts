@@ -109,8 +109,35 @@ interface Delivery {
 }
 
 interface Cursor {
+  /** The last room position delivered to the subject. */
   roomSeq: number;
+  /** The subject's last inbox entry (what the next write is fenced on). */
   inboxSeq: number;
+  /** The message the room log held at `roomSeq` when it was delivered (absent when none was). */
+  messageId?: string;
+  /**
+   * Set when the room log no longer holds that message: JetStream lost the entry and went on from an
+   * earlier position. `roomSeq` is then below the batch's entries again, and this is the lost
+   * position, which the next write names (`Parley-Rewound`) so the recipient goes back with it.
+   */
+  rewound?: number;
+}
+
+/**
+ * The room log's message at a position, read at most once per batch: its id; `null` when nothing is
+ * there within the log (removed by retention or deleted); `undefined` when the position is past the
+ * log's end.
+ */
+type LogReads = Map<number, Promise<string | null | undefined>>;
+
+/** The message id of a room-log entry. */
+const messageIdOf = (m: JsMsg) => m.headers?.get(headerNames.messageId) || undefined;
+
+/** A room-log entry a partition worker acknowledged: its position, message and when it was stored (ms). */
+interface LogPoint {
+  seq: number;
+  id: string | undefined;
+  at: number;
 }
 
 const dec = new TextDecoder();
@@ -134,6 +161,13 @@ const PROBE_FOR_MS = 30_000;
  * that recovery. Cheap: one small message per second per idle partition.
  */
 const PARTITION_HEARTBEAT_MS = 1_000;
+
+/**
+ * When the room log lost entries its partition consumer had delivered, the consumer is made again
+ * at the entries stored since this long before the last one its worker acknowledged: clocks of the
+ * stream's nodes may differ by this much.
+ */
+const REWOUND_MARGIN_MS = 2_000;
 
 /** How long a worker that reconnected watches its consumer for a push before it starts over, ms. */
 const STALL_WATCH_MS = 500;
@@ -159,9 +193,13 @@ export function createFanout(o: FanoutOptions) {
    * Makes partition p's consumer deliver to this replica. It is recreated at its ack floor when it
    * delivers elsewhere (another replica held the partition, or it is a pull consumer from an earlier
    * version) or holds unacknowledged entries (a previous owner's: they would come back only after
-   * the ack wait, behind newer ones).
+   * the ack wait, behind newer ones). And when the room log went back under it (see
+   * {@link logWentBack}): it is made again at the entries stored since shortly before the last one
+   * this worker acknowledged (`acked`), delivered again where they were delivered before (the
+   * cursors tell new messages apart); with no such entry (a fresh process), at the log's end as read
+   * here — what was stored before this read at positions already delivered is then missed.
    */
-  async function ensureConsumer(p: number, stopped: () => boolean): Promise<number> {
+  async function ensureConsumer(p: number, stopped: () => boolean, acked?: LogPoint): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
       durable_name: name,
@@ -181,30 +219,74 @@ export function createFanout(o: FanoutOptions) {
       await o.jsm.consumers.add(streams.rooms, { ...base, deliver_policy: DeliverPolicy.All });
       return 0;
     }
+    const logEnd = (await o.jsm.streams.info(streams.rooms)).state.last_seq;
+    const wentBack = await logWentBack(o.jsm, info, logEnd, acked);
     // The heartbeat must be the one the worker expects (a consumer from an earlier version has 5 s:
     // the worker would count every second without one as missed).
     if (
+      !wentBack &&
       info.config.deliver_subject === base.deliver_subject &&
       info.config.idle_heartbeat === base.idle_heartbeat &&
       info.num_ack_pending === 0
     )
       return info.delivered.consumer_seq;
-    const start = info.ack_floor.stream_seq + 1;
+    const start = Math.min(info.ack_floor.stream_seq, logEnd) + 1;
+    const since = wentBack && acked ? new Date(acked.at - REWOUND_MARGIN_MS).toISOString() : undefined;
+    if (wentBack)
+      log.warn(
+        {
+          partition: p,
+          delivered: info.delivered.stream_seq,
+          logEnd,
+          acked: acked?.seq ?? null,
+          ...(since ? { since } : { start }),
+        },
+        'the room log went back under its partition consumer (JetStream lost entries it had delivered): the consumer is made again, so new entries at positions delivered before reach their recipients',
+      );
     // A worker told to stop never takes the consumer over: its partition is being handed over, and
     // pointing the consumer back at itself stole the next holder's deliveries.
     if (stopped()) throw new Error('stopped');
     await o.jsm.consumers.delete(streams.rooms, name);
     await o.jsm.consumers.add(streams.rooms, {
       ...base,
-      ...(start > 1
-        ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }
-        : { deliver_policy: DeliverPolicy.All }),
+      ...(since
+        ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: since }
+        : start > 1
+          ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }
+          : { deliver_policy: DeliverPolicy.All }),
     });
     log.info(
-      { partition: p, start, from: info.config.deliver_subject ?? 'pull', pending: info.num_ack_pending },
-      'partition consumer recreated at its ack floor',
+      {
+        partition: p,
+        ...(since ? { since } : { start }),
+        from: info.config.deliver_subject ?? 'pull',
+        pending: info.num_ack_pending,
+      },
+      since ? 'partition consumer recreated at a time' : 'partition consumer recreated at its ack floor',
     );
     return 0;
+  }
+
+  /**
+   * Whether the room log went back under a partition consumer: JetStream lost entries it had
+   * delivered and stores new ones at their positions (nats-server 2.9.10 after some faults; a node
+   * that lost writes it had not synced). nats-server keeps the consumer's position, so it would pass
+   * over every new entry up to it. Seen while it lasts as a consumer past the log's end; after the
+   * log caught up, as the entry the worker acknowledged last (`acked`) no longer being at its
+   * position.
+   */
+  async function logWentBack(
+    jsm: JetStreamManager,
+    info: ConsumerInfo,
+    logEnd: number,
+    acked: LogPoint | undefined,
+  ): Promise<boolean> {
+    if (info.delivered.stream_seq > logEnd) return true;
+    if (!acked?.id) return false;
+    if (acked.seq > logEnd) return true;
+    const held = await jsm.streams.getMessage(streams.rooms, { seq: acked.seq });
+    // Nothing there: removed by retention or deleted, not lost.
+    return held !== null && held.header.get(headerNames.messageId) !== acked.id;
   }
 
   async function view(room: string): Promise<RoomView> {
@@ -287,7 +369,59 @@ export function createFanout(o: FanoutOptions) {
       ? await conn.jsm.streams.getMessage(inboxStream(recipient), query)
       : await conn.jsm.direct.getMessage(inboxStream(recipient), query);
     if (!last) return { roomSeq: 0, inboxSeq: 0 };
-    return { roomSeq: Number(last.header.get(headerNames.roomSeq)) || 0, inboxSeq: last.seq };
+    const messageId = last.header.get(headerNames.messageId);
+    return {
+      roomSeq: Number(last.header.get(headerNames.roomSeq)) || 0,
+      inboxSeq: last.seq,
+      ...(messageId ? { messageId } : {}),
+    };
+  }
+
+  /**
+   * Entries of a batch at or below a cursor were delivered before (a re-run after a crash or a
+   * handover) only while the room log still holds, at the cursor's position, the message delivered
+   * from there. nats-server 2.9.10 was seen (chaos test, after a partition or a SIGSTOP of a stream
+   * leader) pushing room-log entries it then lost and going on from an earlier position; a node that
+   * loses the tail of its store does the same. New messages then come at positions already
+   * delivered, and a cursor by position alone passed them over: never delivered. When the message is
+   * gone, the cursor goes back to just before the batch's first entry for this subject and names the
+   * lost position; what of the batch was delivered before is told apart by message (the inbox's
+   * dedupe window, then the recipient's own check).
+   */
+  async function checkCursor(
+    conn: FanoutConnection,
+    key: string,
+    c: Cursor,
+    items: Delivery[],
+    reads: LogReads,
+  ): Promise<Cursor> {
+    const first = items[0];
+    if (!first || !c.messageId || first.m.seq > c.roomSeq) return c;
+    let read = reads.get(c.roomSeq);
+    if (!read) {
+      // The stream leader's answer: a follower behind it could miss a position that is there.
+      read = conn.jsm.streams.getMessage(streams.rooms, { seq: c.roomSeq }).then(async (sm) => {
+        if (sm) return sm.header.get(headerNames.messageId) || '';
+        // Nothing there: removed (retention, or deleted), or never stored again after the log lost
+        // it. Only a position past the log's end is lost.
+        const end = (await conn.jsm.streams.info(streams.rooms)).state.last_seq;
+        return c.roomSeq > end ? undefined : null;
+      });
+      reads.set(c.roomSeq, read);
+    }
+    const held = await read;
+    if (held === null || held === c.messageId) return c;
+    log.warn(
+      {
+        inbox: key,
+        lost: c.roomSeq,
+        delivered: c.messageId,
+        heldNow: held ?? null,
+        from: first.m.seq,
+      },
+      'the room log no longer holds the last message delivered to this inbox (JetStream lost it and went on from an earlier position): delivering again from the first entry at or below it',
+    );
+    return { roomSeq: first.m.seq - 1, inboxSeq: c.inboxSeq, rewound: c.roomSeq };
   }
 
   /** One inbox publish with its producer span (child of the room entry's fan-out span). */
@@ -298,6 +432,7 @@ export function createFanout(o: FanoutOptions) {
     room: string,
     prevRoomSeq: number,
     expectedInboxSeq: number | undefined,
+    rewound?: number,
   ): Promise<StoredAck> {
     const { m, parent } = item;
     const span = startMessagingSpan(o.tracer, {
@@ -327,6 +462,7 @@ export function createFanout(o: FanoutOptions) {
     if (span && otelApi) injectContext(h, otelApi.trace.setSpan(parent ?? otelApi.ROOT_CONTEXT, span));
     h.set(headerNames.roomSeq, String(m.seq));
     if (prevRoomSeq > 0) h.set(headerNames.prevSeq, String(prevRoomSeq));
+    if (rewound) h.set(headerNames.rewound, String(rewound));
     // De-duplication by message, not position: nats-server 2.9.10 was seen (chaos test, after a
     // SIGSTOP or a partition of a stream leader) pushing room-log entries it then lost and going on
     // from an earlier position, so another message came at a position already written; a
@@ -363,25 +499,35 @@ export function createFanout(o: FanoutOptions) {
     recipient: string,
     room: string,
     items: Delivery[],
+    reads: LogReads,
   ): Promise<void> {
     const key = `${recipient}.${room}`;
     let c = await cursor(conn, recipient, room);
+    let checked: Cursor | undefined;
     let refused = '';
-    for (let attempt = 0; ; attempt++) {
-      // Entries at or below the cursor were delivered before (a re-run after a crash).
+    // Times the subject changed under this run (a passed-over duplicate does not count).
+    let changes = 0;
+    for (;;) {
+      // Entries at or below the cursor were delivered before (a re-run after a crash), while the
+      // room log still holds what was delivered at the cursor.
+      if (checked !== c) {
+        c = await checkCursor(conn, key, c, items, reads);
+        checked = c;
+      }
       const todo = items.filter((x) => x.m.seq > c.roomSeq);
       const [first, ...rest] = todo;
       if (!first) return;
-      if (attempt === 3)
+      if (changes === 3)
         throw new Error(
           `inbox ${key} keeps changing under the fan-out (last try: ${refused}; the stream leader named inbox #${c.inboxSeq}, room #${c.roomSeq} as its last entry)`,
         );
       let fenced: StoredAck;
       try {
-        fenced = await publishOne(conn, first, recipient, room, c.roomSeq, c.inboxSeq);
+        fenced = await publishOne(conn, first, recipient, room, c.roomSeq, c.inboxSeq, c.rewound);
       } catch (err) {
         if (!isKvConflict(err)) throw err;
         refused = `expected inbox #${c.inboxSeq}, refused with "${(err as Error).message}"`;
+        changes++;
         const fresh = await lookupCursor(conn, recipient, room, true);
         // Retention emptied the subject (its entries aged out, or went to the inbox byte limit): the
         // fence now expects an empty subject, and the position delivered last still chains the next
@@ -396,10 +542,16 @@ export function createFanout(o: FanoutOptions) {
         // earlier position (the room log holds it twice): it is delivered, so it is passed over.
         refused = `expected inbox #${c.inboxSeq}, stored before (a duplicate)`;
         const fresh = await lookupCursor(conn, recipient, room, true);
-        c =
-          fresh.inboxSeq === c.inboxSeq && fresh.roomSeq === c.roomSeq
-            ? { roomSeq: first.m.seq, inboxSeq: c.inboxSeq }
-            : fresh;
+        if (fresh.inboxSeq === c.inboxSeq) {
+          // Passed over, and the next entry is fenced on the same inbox entry (still naming the lost
+          // position when there is one: the recipient has not been told yet).
+          const messageId = messageIdOf(first.m);
+          c = { ...c, roomSeq: first.m.seq, ...(messageId ? { messageId } : {}) };
+          checked = c;
+        } else {
+          c = fresh;
+          changes++;
+        }
         cursors.set(key, c);
         continue;
       }
@@ -430,7 +582,12 @@ export function createFanout(o: FanoutOptions) {
       }
       const acks = settled.map((s) => (s as PromiseFulfilledResult<StoredAck>).value);
       const last = todo.at(-1) ?? first;
-      cursors.set(key, { roomSeq: last.m.seq, inboxSeq: (acks.at(-1) ?? fenced).seq });
+      const messageId = messageIdOf(last.m);
+      cursors.set(key, {
+        roomSeq: last.m.seq,
+        inboxSeq: (acks.at(-1) ?? fenced).seq,
+        ...(messageId ? { messageId } : {}),
+      });
       return;
     }
   }
@@ -501,7 +658,8 @@ export function createFanout(o: FanoutOptions) {
     }
     try {
       // Different inbox subjects go out in parallel.
-      await Promise.all([...runs.values()].map((r) => deliverRun(conn, r.recipient, r.room, r.items)));
+      const reads: LogReads = new Map();
+      await Promise.all([...runs.values()].map((r) => deliverRun(conn, r.recipient, r.room, r.items, reads)));
     } catch (err) {
       for (const span of spans) recordSpanError(span, err);
       o.metrics?.recordMessage('failed', 'UNAVAILABLE', batch.length);
@@ -616,6 +774,8 @@ export function createFanout(o: FanoutOptions) {
     // whether a batch is in hand, and why it must start over (set by `recheck`).
     let live: { lastDelivery: number; arrivals: number; busy: boolean; restart?: string } | undefined;
     let checking = false;
+    // The last entry this worker acknowledged (see ensureConsumer).
+    let acked: LogPoint | undefined;
 
     /** Restarts the worker (resubscribe, and recreate the consumer at its ack floor if needed). */
     const kick = (sub: NonNullable<typeof live>, reason: string) => {
@@ -654,6 +814,19 @@ export function createFanout(o: FanoutOptions) {
             await new Promise((r) => setTimeout(r, 100));
             continue;
           }
+          // The server came back with less of the log than it had delivered: starting over makes
+          // the consumer again (see ensureConsumer) before, or after, new entries at positions it
+          // counts as delivered pass it by.
+          if (
+            info &&
+            (await probe.streams
+              .info(streams.rooms)
+              .then((si) => logWentBack(probe, info, si.state.last_seq, acked))
+              .catch(() => false))
+          ) {
+            kick(sub, 'the room log went back under the partition consumer');
+            return;
+          }
           reason = info === null ? 'partition consumer gone' : stallOf(info, sub.lastDelivery);
           if (!reason || sub.busy || queue.length > 0 || sub.arrivals !== arrivals) return;
           if (++look < 2) await new Promise((r) => setTimeout(r, STALL_WATCH_MS));
@@ -675,7 +848,7 @@ export function createFanout(o: FanoutOptions) {
           // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
           // count as delivered, and acknowledging a later one (AckAll) would skip them.
           const sub: NonNullable<typeof live> = {
-            lastDelivery: await ensureConsumer(p, () => stopped),
+            lastDelivery: await ensureConsumer(p, () => stopped, acked),
             arrivals: 0,
             busy: false,
           };
@@ -733,7 +906,11 @@ export function createFanout(o: FanoutOptions) {
             }
             if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
             sub.busy = true;
-            await handleWithRetry(conn, queue.splice(0, o.batchSize), () => stopped, plog);
+            const batch = queue.splice(0, o.batchSize);
+            await handleWithRetry(conn, batch, () => stopped, plog);
+            const end = batch.at(-1);
+            if (end && !stopped)
+              acked = { seq: end.seq, id: messageIdOf(end), at: end.info.timestampNanos / 1e6 };
             sub.busy = false;
           }
           await current.close().catch(() => undefined);

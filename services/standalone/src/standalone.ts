@@ -135,9 +135,10 @@ export interface Standalone {
   jsm: JetStreamManager;
   /**
    * Restarts nats-server with the same configuration and data (`kill: true` = SIGKILL, a crash).
-   * Services reconnect by themselves.
+   * Services reconnect by themselves. `whileStopped` runs between the stop and the start (e.g. to
+   * work on the store, as a node losing data would).
    */
-  restartNats(options?: { kill?: boolean }): Promise<void>;
+  restartNats(options?: { kill?: boolean; whileStopped?: () => Promise<void> }): Promise<void>;
   /**
    * A sentence saying what this start cleaned up from an earlier run that crashed (a nats-server it
    * left behind), if anything.
@@ -543,15 +544,25 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     telemetry,
     jsm,
     reclaimed,
-    async restartNats({ kill = false } = {}) {
+    async restartNats({
+      kill = false,
+      whileStopped,
+    }: {
+      kill?: boolean;
+      whileStopped?: () => Promise<void>;
+    } = {}) {
       if (!nats) throw new Error('restartNats: nats-server is not a child of this process (natsServers)');
       await restarting;
       expectedExits.add(nats);
       if (kill) await nats.kill9();
       else await nats.stop();
-      nats = await startNatsServer(natsOptions);
-      supervise(nats);
-      await writeRun(paths, runInfo());
+      try {
+        await whileStopped?.();
+      } finally {
+        nats = await startNatsServer(natsOptions);
+        supervise(nats);
+        await writeRun(paths, runInfo());
+      }
     },
     stop,
   };
