@@ -277,11 +277,11 @@ export function createFanout(o: FanoutOptions) {
    */
   async function logWentBack(
     jsm: JetStreamManager,
-    info: ConsumerInfo,
+    info: ConsumerInfo | undefined,
     logEnd: number,
     acked: LogPoint | undefined,
   ): Promise<boolean> {
-    if (info.delivered.stream_seq > logEnd) return true;
+    if (info && info.delivered.stream_seq > logEnd) return true;
     if (!acked?.id) return false;
     if (acked.seq > logEnd) return true;
     const held = await jsm.streams.getMessage(streams.rooms, { seq: acked.seq });
@@ -774,8 +774,12 @@ export function createFanout(o: FanoutOptions) {
     // whether a batch is in hand, and why it must start over (set by `recheck`).
     let live: { lastDelivery: number; arrivals: number; busy: boolean; restart?: string } | undefined;
     let checking = false;
-    // The last entry this worker acknowledged (see ensureConsumer).
+    // The last entry this worker acknowledged (see ensureConsumer), and the last ones of the last
+    // 30 s: after a leader election of the room log, the one stored before it is checked.
     let acked: LogPoint | undefined;
+    const recent: LogPoint[] = [];
+    // An entry the room log lost (seen after an election): the consumer is made again from it.
+    let lostPoint: LogPoint | undefined;
 
     /** Restarts the worker (resubscribe, and recreate the consumer at its ack floor if needed). */
     const kick = (sub: NonNullable<typeof live>, reason: string) => {
@@ -848,10 +852,11 @@ export function createFanout(o: FanoutOptions) {
           // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
           // count as delivered, and acknowledging a later one (AckAll) would skip them.
           const sub: NonNullable<typeof live> = {
-            lastDelivery: await ensureConsumer(p, () => stopped, acked),
+            lastDelivery: await ensureConsumer(p, () => stopped, lostPoint ?? acked),
             arrivals: 0,
             busy: false,
           };
+          lostPoint = undefined;
           let gap = false;
           queue.length = 0;
           const consumer = await conn.js.consumers.getBoundPushConsumer({
@@ -909,8 +914,11 @@ export function createFanout(o: FanoutOptions) {
             const batch = queue.splice(0, o.batchSize);
             await handleWithRetry(conn, batch, () => stopped, plog);
             const end = batch.at(-1);
-            if (end && !stopped)
+            if (end && !stopped) {
               acked = { seq: end.seq, id: messageIdOf(end), at: end.info.timestampNanos / 1e6 };
+              recent.push(acked);
+              while (recent.length > 64 || (recent[0] && recent[0].at < acked.at - 30_000)) recent.shift();
+            }
             sub.busy = false;
           }
           await current.close().catch(() => undefined);
@@ -933,10 +941,41 @@ export function createFanout(o: FanoutOptions) {
         }
       }
     };
+    /**
+     * The room log elected a leader at `at` (ms): a new leader can lack entries the old one had
+     * stored and pushed (nats-server 2.9.10 after a partition or a pause), and the consumer's
+     * position, kept apart, stays past them. The last entry acknowledged before the election is
+     * checked (see {@link logWentBack}) while JetStream answers, for up to PROBE_FOR_MS; when the
+     * log lost it, the worker starts over and the consumer is made again from it.
+     */
+    const leaderElected = async (at: number) => {
+      const point = recent.findLast((x) => x.at <= at);
+      if (!point) return;
+      const until = Date.now() + PROBE_FOR_MS;
+      while (!stopped && Date.now() < until) {
+        const probe = await probeOf(conn);
+        const lost = await probe.streams
+          .info(streams.rooms)
+          .then((si) => logWentBack(probe, undefined, si.state.last_seq, point))
+          .catch(() => undefined);
+        if (lost === false) return;
+        if (lost) {
+          plog.warn(
+            { acked: point.seq, at: new Date(point.at).toISOString() },
+            'the room log lost an entry this partition acknowledged before its leader election: starting over from it',
+          );
+          lostPoint = point;
+          if (live) kick(live, 'the room log lost entries after a leader election');
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    };
     const done = run();
     return {
       /** The connection came back: see `recheck`. */
       reconnected: () => void recheck('reconnected'),
+      leaderElected: (at: number) => void leaderElected(at),
       async stop() {
         stopped = true;
         wake?.();
@@ -994,6 +1033,21 @@ export function createFanout(o: FanoutOptions) {
   function watchReconnects(): void {
     if (watching) return;
     watching = true;
+    // Leader elections of the room log: see the workers' `leaderElected`.
+    const first = o.connections[0];
+    if (first) {
+      const sub = first.nc.subscribe(`$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.${streams.rooms}`, {
+        callback: (_err, m) => {
+          let at = Date.now();
+          try {
+            const t = Date.parse((m.json() as { timestamp?: string }).timestamp ?? '');
+            if (Number.isFinite(t)) at = t;
+          } catch {}
+          for (const w of workers.values()) w.leaderElected(at);
+        },
+      });
+      void first.nc.closed().then(() => sub.unsubscribe());
+    }
     for (const conn of new Set(o.connections)) {
       void (async () => {
         for await (const s of conn.nc.status()) {
