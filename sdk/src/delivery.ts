@@ -511,7 +511,7 @@ export class DeliveryEngine {
     // goes on from the position the fan-out names before this one (even when this entry itself is
     // a message handled before, so the ones after it are not taken for handled). Only while this
     // participant is still at the lost position: a redelivery after that is judged as any other.
-    const rewound = await this.#rewind(m, room, prev);
+    const rewound = m.headers?.has(headerNames.rewound) ? await this.#rewind(m, room, prev) : undefined;
     if (this.#seen.has(id)) {
       m.ack();
       done();

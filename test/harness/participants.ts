@@ -10,7 +10,14 @@ import {
   subjects,
 } from '@parley/contracts';
 import { mintServiceCreds } from '@parley/keys';
-import { type Agent, type ConnectOptions, type CursorStore, connect } from '@parley/sdk';
+import {
+  type Agent,
+  type ConnectOptions,
+  type CursorStore,
+  connect,
+  type Delivery,
+  type RoomHandle,
+} from '@parley/sdk';
 import type { TestParley } from './parley.js';
 
 /** Connects to a test Parley with `creds` (no heartbeats unless asked for). */
@@ -69,4 +76,25 @@ export async function connectService(parley: TestParley, name = 'test'): Promise
 export function memoryCursorStore(): CursorStore {
   const positions = new Map<string, number>();
   return { get: (room) => positions.get(room), set: (room, seq) => void positions.set(room, seq) };
+}
+
+/**
+ * Two new participants of `parley` connected with the SDK, and a room `name` the sender made with the
+ * receiver in it; `handled` collects the receiver's deliveries, in handling order.
+ */
+export async function senderAndReceiver(
+  parley: TestParley,
+  name: string,
+): Promise<{ sender: Agent; receiver: Agent; member: string; room: RoomHandle; handled: Delivery[] }> {
+  const s = await parley.participant();
+  const r = await parley.participant();
+  const sender = await parley.connect(s.creds);
+  const receiver = await parley.connect(r.creds);
+  const handled: Delivery[] = [];
+  receiver.on('message', (d) => {
+    handled.push(d);
+  });
+  await receiver.listening;
+  const room = await sender.rooms.create(name, { members: [r.id] });
+  return { sender, receiver, member: r.id, room, handled };
 }

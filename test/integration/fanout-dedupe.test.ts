@@ -17,7 +17,13 @@ import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManage
 import { type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
 import { headerNames, newId, streams, subjects } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
-import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
+import {
+  connectService,
+  senderAndReceiver,
+  startParley,
+  type TestParley,
+  waitFor,
+} from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
@@ -41,19 +47,10 @@ describe('fan-out de-duplication of inbox writes', () => {
   });
 
   async function roomWithMember() {
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const receiver = await parley.connect(r.creds);
-    const handled: Delivery[] = [];
-    receiver.on('message', (d) => {
-      handled.push(d);
-    });
-    await receiver.listening;
-    const room = await sender.rooms.create('dedupe', { members: [r.id] });
+    const { room, member, handled } = await senderAndReceiver(parley, 'dedupe');
     await room.send('warm-up');
     await waitFor(() => handled.length === 1, 'the warm-up to be handled');
-    return { room, member: r.id, handled };
+    return { room, member, handled };
   }
 
   it('a message at a room-log position an earlier, lost entry was written for reaches the member', async () => {

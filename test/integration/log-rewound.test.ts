@@ -16,7 +16,13 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { streams } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
-import { connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
+import {
+  connectService,
+  senderAndReceiver,
+  startParley,
+  type TestParley,
+  waitFor,
+} from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
@@ -75,16 +81,7 @@ describe('a room log that lost its last entries', () => {
   });
 
   it('new messages at positions the member already handled reach it, in order, once', async () => {
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const receiver = await parley.connect(r.creds);
-    const handled: Delivery[] = [];
-    receiver.on('message', (d) => {
-      handled.push(d);
-    });
-    await receiver.listening;
-    const room = await sender.rooms.create('rewound', { members: [r.id] });
+    const { room, handled } = await senderAndReceiver(parley, 'rewound');
     const before = [];
     for (const t of ['1', '2', '3', '4', '5', '6']) before.push(await room.send(t));
     await waitFor(() => handled.length === 6, 'the six messages to be handled');

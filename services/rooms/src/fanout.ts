@@ -378,7 +378,8 @@ export function createFanout(o: FanoutOptions) {
   }
 
   /**
-   * Entries of a batch at or below a cursor were delivered before (a re-run after a crash or a
+   * Called only when the batch holds entries at or below the cursor, and the cursor knows its
+   * message. Entries of a batch at or below a cursor were delivered before (a re-run after a crash or a
    * handover) only while the room log still holds, at the cursor's position, the message delivered
    * from there. nats-server 2.9.10 was seen (chaos test, after a partition or a SIGSTOP of a stream
    * leader) pushing room-log entries it then lost and going on from an earlier position; a node that
@@ -396,7 +397,7 @@ export function createFanout(o: FanoutOptions) {
     reads: LogReads,
   ): Promise<Cursor> {
     const first = items[0];
-    if (!first || !c.messageId || first.m.seq > c.roomSeq) return c;
+    if (!first) return c;
     let read = reads.get(c.roomSeq);
     if (!read) {
       // The stream leader's answer: a follower behind it could miss a position that is there.
@@ -510,7 +511,7 @@ export function createFanout(o: FanoutOptions) {
     for (;;) {
       // Entries at or below the cursor were delivered before (a re-run after a crash), while the
       // room log still holds what was delivered at the cursor.
-      if (checked !== c) {
+      if (checked !== c && c.messageId && (items[0]?.m.seq ?? Number.POSITIVE_INFINITY) <= c.roomSeq) {
         c = await checkCursor(conn, key, c, items, reads);
         checked = c;
       }
