@@ -130,7 +130,12 @@ export function deliveryEventOf(message: RoomMessage): DeliveryEvent {
   return 'message';
 }
 
-/** Where an agent keeps, across restarts, the last room position it handled per room. */
+/**
+ * Where an agent keeps, across restarts, the last room position it handled per room. `set` is called
+ * after the handler returned: a crash between the handler's effect and `set` hands that message out
+ * once more after the restart (`redelivered: true`). An agent whose effects must not happen twice
+ * keeps the position with the effect, in the same write, and has `get` read it from there.
+ */
 export interface CursorStore {
   get(room: string): number | undefined | Promise<number | undefined>;
   set(room: string, roomSeq: number): void | Promise<void>;

@@ -110,7 +110,6 @@ describe('reliability: an agent killed -9 mid-stream', () => {
       NATS_URL: parley.natsUrl,
       CREDS: credsFile,
       RECORD_FILE: record,
-      CURSOR_FILE: join(dir, 'cursor.log'),
       HANDLER_MS: '3',
     };
     const lines = async () => (await readFile(record, 'utf8').catch(() => '')).split('\n').filter(Boolean);
