@@ -198,8 +198,21 @@ export function createFanout(o: FanoutOptions) {
    * this worker acknowledged (`acked`), delivered again where they were delivered before (the
    * cursors tell new messages apart); with no such entry (a fresh process), at the log's end as read
    * here — what was stored before this read at positions already delivered is then missed.
+   *
+   * Calls go through `reader` (the worker passes its probe, with a 1 s timeout): right after a
+   * whole-cluster restart a read can go unanswered while the consumer elects its leader, and with
+   * the default 5 s each such loss added 5 s to the recovery (seen: a 3-node reliability run
+   * restarting a partition twice on "timeout", its last delivery 8.4 s after the streams answered).
+   * A read that times out restarts the worker, which tries again after its backoff. The delete and
+   * the add go the same way: an add that timed out but was made is found as it should be next time,
+   * and a delete that was made is followed by an add after what this worker acknowledged.
    */
-  async function ensureConsumer(p: number, stopped: () => boolean, acked?: LogPoint): Promise<number> {
+  async function ensureConsumer(
+    p: number,
+    stopped: () => boolean,
+    acked: LogPoint | undefined,
+    reader: JetStreamManager,
+  ): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
       durable_name: name,
@@ -211,16 +224,24 @@ export function createFanout(o: FanoutOptions) {
       idle_heartbeat: nanos(PARTITION_HEARTBEAT_MS),
       flow_control: true,
     };
-    const info = await o.jsm.consumers.info(streams.rooms, name).catch((err: unknown) => {
+    const info = await reader.consumers.info(streams.rooms, name).catch((err: unknown) => {
       if (isConsumerNotFound(err)) return undefined;
       throw err;
     });
     if (!info) {
-      await o.jsm.consumers.add(streams.rooms, { ...base, deliver_policy: DeliverPolicy.All });
+      // Gone while this worker held the partition (a delete whose answer was lost, an operator):
+      // made again after what it acknowledged, not at the start of the log.
+      const from = acked ? acked.seq + 1 : 1;
+      await reader.consumers.add(streams.rooms, {
+        ...base,
+        ...(from > 1
+          ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from }
+          : { deliver_policy: DeliverPolicy.All }),
+      });
       return 0;
     }
-    const logEnd = (await o.jsm.streams.info(streams.rooms)).state.last_seq;
-    const wentBack = await logWentBack(o.jsm, info, logEnd, acked);
+    const logEnd = (await reader.streams.info(streams.rooms)).state.last_seq;
+    const wentBack = await logWentBack(reader, info, logEnd, acked);
     // The heartbeat must be the one the worker expects (a consumer from an earlier version has 5 s:
     // the worker would count every second without one as missed).
     if (
@@ -246,8 +267,8 @@ export function createFanout(o: FanoutOptions) {
     // A worker told to stop never takes the consumer over: its partition is being handed over, and
     // pointing the consumer back at itself stole the next holder's deliveries.
     if (stopped()) throw new Error('stopped');
-    await o.jsm.consumers.delete(streams.rooms, name);
-    await o.jsm.consumers.add(streams.rooms, {
+    await reader.consumers.delete(streams.rooms, name);
+    await reader.consumers.add(streams.rooms, {
       ...base,
       ...(since
         ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: since }
@@ -697,6 +718,7 @@ export function createFanout(o: FanoutOptions) {
     stopped: () => boolean,
     plog: Logger,
   ): Promise<void> {
+    const t0 = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
         // A re-run reads its cursors again with the probe's short timeout: right after a restart a
@@ -704,6 +726,8 @@ export function createFanout(o: FanoutOptions) {
         // loss added 5 s to the recovery (seen: a 3-node re-run failing "timeout" 5 s after the
         // inbox stream answered again). A slow answer only costs one more attempt.
         await handleBatch(attempt === 1 ? conn : { ...conn, jsm: await probeOf(conn) }, batch, stopped);
+        if (attempt > 1)
+          plog.info({ attempts: attempt, ms: Date.now() - t0 }, 'fan-out batch delivered after retries');
         return;
       } catch (err) {
         if (stopped() || attempt >= 30) throw err;
@@ -815,7 +839,13 @@ export function createFanout(o: FanoutOptions) {
               return undefined;
             });
           if (info === undefined) {
-            if (Date.now() > until) return;
+            if (Date.now() > until) {
+              plog.warn(
+                { why, waitedMs: PROBE_FOR_MS },
+                'partition consumer not checked: JetStream did not answer',
+              );
+              return;
+            }
             await new Promise((r) => setTimeout(r, 100));
             continue;
           }
@@ -847,13 +877,15 @@ export function createFanout(o: FanoutOptions) {
 
     const run = async () => {
       let backoff = 100;
+      // Why the worker last started over: the new subscription is then checked at once.
+      let restartedFor: string | undefined;
       while (!stopped) {
         try {
           // The consumer's delivery sequence so far: each push must be the next one. A jump means
           // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
           // count as delivered, and acknowledging a later one (AckAll) would skip them.
           const sub: NonNullable<typeof live> = {
-            lastDelivery: await ensureConsumer(p, () => stopped, lostPoint ?? acked),
+            lastDelivery: await ensureConsumer(p, () => stopped, lostPoint ?? acked, await probeOf(conn)),
             arrivals: 0,
             busy: false,
           };
@@ -879,6 +911,11 @@ export function createFanout(o: FanoutOptions) {
           });
           messages = current;
           live = sub;
+          // After starting over, whether the consumer pushes now, without waiting for two missed
+          // heartbeats: after a whole-cluster restart a 3-node partition consumer pushed nothing for
+          // two subscriptions in a row, each found only 2.6 s after it was made.
+          if (restartedFor) void recheck(`started over: ${restartedFor}`);
+          restartedFor = undefined;
           void (async () => {
             for await (const s of current.status()) {
               if (s.type === 'heartbeat') {
@@ -929,6 +966,7 @@ export function createFanout(o: FanoutOptions) {
           await messages?.close().catch(() => undefined);
           if (stopped) break;
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
+          restartedFor = (err as Error).message;
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
           cursors.clear();
           views.clear();
