@@ -205,7 +205,8 @@ export function createFanout(o: FanoutOptions) {
    * restarting a partition twice on "timeout", its last delivery 8.4 s after the streams answered).
    * A read that times out restarts the worker, which tries again after its backoff. The delete and
    * the add go the same way: an add that timed out but was made is found as it should be next time,
-   * and a delete that was made is followed by an add after what this worker acknowledged.
+   * and a delete that was made is followed by an add at the entries stored since shortly before the
+   * last one this worker acknowledged.
    */
   async function ensureConsumer(
     p: number,
@@ -230,12 +231,16 @@ export function createFanout(o: FanoutOptions) {
     });
     if (!info) {
       // Gone while this worker held the partition (a delete whose answer was lost, an operator):
-      // made again after what it acknowledged, not at the start of the log.
-      const from = acked ? acked.seq + 1 : 1;
+      // made again at the entries stored since shortly before the last one it acknowledged, as
+      // when the log went back (the delete may have been that recreation's): entries at positions
+      // the log reused are pushed again too, and the cursors tell delivered ones apart.
       await reader.consumers.add(streams.rooms, {
         ...base,
-        ...(from > 1
-          ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from }
+        ...(acked
+          ? {
+              deliver_policy: DeliverPolicy.StartTime,
+              opt_start_time: new Date(acked.at - REWOUND_MARGIN_MS).toISOString(),
+            }
           : { deliver_policy: DeliverPolicy.All }),
       });
       return 0;
