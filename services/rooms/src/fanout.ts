@@ -169,6 +169,17 @@ const PARTITION_HEARTBEAT_MS = 1_000;
  */
 const REWOUND_MARGIN_MS = 2_000;
 
+/** Where a partition consumer made again starts: after the log went back, at the entries stored since shortly before `acked`. */
+const rewoundFrom = (acked: LogPoint) => new Date(acked.at - REWOUND_MARGIN_MS).toISOString();
+
+/** A consumer's deliver policy: from the time `since` (ISO) when given, else from position `start`. */
+const startingAt = (since: string | undefined, start: number) =>
+  since
+    ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: since }
+    : start > 1
+      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }
+      : { deliver_policy: DeliverPolicy.All };
+
 /** How long a worker that reconnected watches its consumer for a push before it starts over, ms. */
 const STALL_WATCH_MS = 500;
 
@@ -234,15 +245,7 @@ export function createFanout(o: FanoutOptions) {
       // made again at the entries stored since shortly before the last one it acknowledged, as
       // when the log went back (the delete may have been that recreation's): entries at positions
       // the log reused are pushed again too, and the cursors tell delivered ones apart.
-      await reader.consumers.add(streams.rooms, {
-        ...base,
-        ...(acked
-          ? {
-              deliver_policy: DeliverPolicy.StartTime,
-              opt_start_time: new Date(acked.at - REWOUND_MARGIN_MS).toISOString(),
-            }
-          : { deliver_policy: DeliverPolicy.All }),
-      });
+      await reader.consumers.add(streams.rooms, { ...base, ...startingAt(acked && rewoundFrom(acked), 1) });
       return 0;
     }
     const logEnd = (await reader.streams.info(streams.rooms)).state.last_seq;
@@ -257,7 +260,7 @@ export function createFanout(o: FanoutOptions) {
     )
       return info.delivered.consumer_seq;
     const start = Math.min(info.ack_floor.stream_seq, logEnd) + 1;
-    const since = wentBack && acked ? new Date(acked.at - REWOUND_MARGIN_MS).toISOString() : undefined;
+    const since = wentBack && acked ? rewoundFrom(acked) : undefined;
     if (wentBack)
       log.warn(
         {
@@ -273,14 +276,7 @@ export function createFanout(o: FanoutOptions) {
     // pointing the consumer back at itself stole the next holder's deliveries.
     if (stopped()) throw new Error('stopped');
     await reader.consumers.delete(streams.rooms, name);
-    await reader.consumers.add(streams.rooms, {
-      ...base,
-      ...(since
-        ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: since }
-        : start > 1
-          ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }
-          : { deliver_policy: DeliverPolicy.All }),
-    });
+    await reader.consumers.add(streams.rooms, { ...base, ...startingAt(since, start) });
     log.info(
       {
         partition: p,
