@@ -140,6 +140,9 @@ interface LogPoint {
   at: number;
 }
 
+/** A room-log entry as a {@link LogPoint}. */
+const pointOf = (m: JsMsg): LogPoint => ({ seq: m.seq, id: messageIdOf(m), at: m.info.timestampNanos / 1e6 });
+
 const dec = new TextDecoder();
 const SYSTEM_KINDS = new Set(['membership', 'room', 'system']);
 const FORWARDED_HEADERS = [headerNames.messageId, headerNames.traceparent, headerNames.tracestate];
@@ -711,14 +714,14 @@ export function createFanout(o: FanoutOptions) {
    * batch stays unacknowledged and ours, and a re-run is idempotent (cursors are re-read from the
    * inboxes). Recreating the consumer instead would wait for JetStream to be fully back first: after
    * a whole-cluster restart that made recovery take 20 s. Gives up (the worker restarts) after 30
-   * attempts.
+   * attempts. Returns the attempts it took.
    */
   async function handleWithRetry(
     conn: FanoutConnection,
     batch: JsMsg[],
     stopped: () => boolean,
     plog: Logger,
-  ): Promise<void> {
+  ): Promise<number> {
     const t0 = Date.now();
     for (let attempt = 1; ; attempt++) {
       try {
@@ -729,7 +732,7 @@ export function createFanout(o: FanoutOptions) {
         await handleBatch(attempt === 1 ? conn : { ...conn, jsm: await probeOf(conn) }, batch, stopped);
         if (attempt > 1)
           plog.info({ attempts: attempt, ms: Date.now() - t0 }, 'fan-out batch delivered after retries');
-        return;
+        return attempt;
       } catch (err) {
         if (stopped() || attempt >= 30) throw err;
         plog.warn({ err: (err as Error).message, attempt }, 'fan-out batch failed: retrying it');
@@ -806,6 +809,20 @@ export function createFanout(o: FanoutOptions) {
     const recent: LogPoint[] = [];
     // An entry the room log lost (seen after an election): the consumer is made again from it.
     let lostPoint: LogPoint | undefined;
+    // The entries of the batch in hand: an election during it is checked against them too.
+    let inHand: LogPoint[] = [];
+
+    /**
+     * Whether the room log no longer holds `point` (see {@link logWentBack}), asked with the probe's
+     * short timeout; undefined when JetStream did not answer.
+     */
+    const lostFromLog = async (point: LogPoint): Promise<boolean | undefined> => {
+      const probe = await probeOf(conn);
+      return probe.streams
+        .info(streams.rooms)
+        .then((si) => logWentBack(probe, undefined, si.state.last_seq, point))
+        .catch(() => undefined);
+    };
 
     /** Restarts the worker (resubscribe, and recreate the consumer at its ack floor if needed). */
     const kick = (sub: NonNullable<typeof live>, reason: string) => {
@@ -951,12 +968,24 @@ export function createFanout(o: FanoutOptions) {
             if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
             sub.busy = true;
             const batch = queue.splice(0, o.batchSize);
-            await handleWithRetry(conn, batch, () => stopped, plog);
+            inHand = batch.map(pointOf);
+            const attempts = await handleWithRetry(conn, batch, () => stopped, plog);
+            inHand = [];
             const end = batch.at(-1);
             if (end && !stopped) {
-              acked = { seq: end.seq, id: messageIdOf(end), at: end.info.timestampNanos / 1e6 };
+              acked = pointOf(end);
               recent.push(acked);
               while (recent.length > 64 || (recent[0] && recent[0].at < acked.at - 30_000)) recent.shift();
+              // A batch that took retries may have outlived the room log's leader that pushed it, and
+              // the log may have lost it (nats-server 2.9.10 after a partition): the consumer's
+              // position stays past it, so new entries stored at its positions would never be
+              // pushed. Seen in the chaos test: a batch delivered 17.5 s after it failed, and the
+              // message stored later at one of its positions never reached its room's members.
+              // Unanswered, the worker starts over all the same: ensureConsumer asks again.
+              if (attempts > 1 && (await lostFromLog(acked)) !== false) {
+                lostPoint = acked;
+                throw new Error('the room log may have lost entries of a batch delivered after retries');
+              }
             }
             sub.busy = false;
           }
@@ -984,25 +1013,22 @@ export function createFanout(o: FanoutOptions) {
     /**
      * The room log elected a leader at `at` (ms): a new leader can lack entries the old one had
      * stored and pushed (nats-server 2.9.10 after a partition or a pause), and the consumer's
-     * position, kept apart, stays past them. The last entry acknowledged before the election is
-     * checked (see {@link logWentBack}) while JetStream answers, for up to PROBE_FOR_MS; when the
+     * position, kept apart, stays past them. The last entry pushed before the election (acknowledged,
+     * or in the batch in hand) is checked (see {@link logWentBack}) while JetStream answers, for up to PROBE_FOR_MS; when the
      * log lost it, the worker starts over and the consumer is made again from it.
      */
     const leaderElected = async (at: number) => {
-      const point = recent.findLast((x) => x.at <= at);
+      // The batch in hand counts: it was pushed before its acknowledgement, maybe by the old leader.
+      const point = [...recent, ...inHand].findLast((x) => x.at <= at);
       if (!point) return;
       const until = Date.now() + PROBE_FOR_MS;
       while (!stopped && Date.now() < until) {
-        const probe = await probeOf(conn);
-        const lost = await probe.streams
-          .info(streams.rooms)
-          .then((si) => logWentBack(probe, undefined, si.state.last_seq, point))
-          .catch(() => undefined);
+        const lost = await lostFromLog(point);
         if (lost === false) return;
         if (lost) {
           plog.warn(
-            { acked: point.seq, at: new Date(point.at).toISOString() },
-            'the room log lost an entry this partition acknowledged before its leader election: starting over from it',
+            { lost: point.seq, at: new Date(point.at).toISOString() },
+            'the room log lost an entry pushed to this partition before its leader election: starting over from it',
           );
           lostPoint = point;
           if (live) kick(live, 'the room log lost entries after a leader election');
