@@ -809,8 +809,8 @@ export function createFanout(o: FanoutOptions) {
     const recent: LogPoint[] = [];
     // An entry the room log lost (seen after an election): the consumer is made again from it.
     let lostPoint: LogPoint | undefined;
-    // The entries of the batch in hand: an election during it is checked against them too.
-    let inHand: LogPoint[] = [];
+    // The batch in hand: an election during it is checked against its entries too.
+    let inHand: JsMsg[] = [];
 
     /**
      * Whether the room log no longer holds `point` (see {@link logWentBack}), asked with the probe's
@@ -968,7 +968,7 @@ export function createFanout(o: FanoutOptions) {
             if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
             sub.busy = true;
             const batch = queue.splice(0, o.batchSize);
-            inHand = batch.map(pointOf);
+            inHand = batch;
             const attempts = await handleWithRetry(conn, batch, () => stopped, plog);
             inHand = [];
             const end = batch.at(-1);
@@ -1019,7 +1019,7 @@ export function createFanout(o: FanoutOptions) {
      */
     const leaderElected = async (at: number) => {
       // The batch in hand counts: it was pushed before its acknowledgement, maybe by the old leader.
-      const point = [...recent, ...inHand].findLast((x) => x.at <= at);
+      const point = [...recent, ...inHand.map(pointOf)].findLast((x) => x.at <= at);
       if (!point) return;
       const until = Date.now() + PROBE_FOR_MS;
       while (!stopped && Date.now() < until) {
