@@ -183,6 +183,18 @@ const startingAt = (since: string | undefined, start: number) =>
       ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }
       : { deliver_policy: DeliverPolicy.All };
 
+/**
+ * Entries of one partition stored at least this far apart (ms) may have been stored by different
+ * leaders of the room log: a leader that failed is replaced only after raft's election timeout (2–5
+ * s in nats-server 2.9), and a graceful handover loses nothing. The entry before such a silence is
+ * checked against the log before the worker goes on (see `confirm`), and so is the last entry of a
+ * partition that then stays silent this long.
+ */
+const SILENCE_MS = 1_000;
+
+/** How often a partition worker checks an entry it handled against the room log's leader (see `sample`), ms. */
+const SAMPLE_MS = 1_000;
+
 /** How long a worker that reconnected watches its consumer for a push before it starts over, ms. */
 const STALL_WATCH_MS = 500;
 
@@ -824,6 +836,87 @@ export function createFanout(o: FanoutOptions) {
         .catch(() => undefined);
     };
 
+    /**
+     * {@link lostFromLog}, asked again every 250 ms while JetStream does not answer (a leader being
+     * elected), for up to PROBE_FOR_MS; undefined when it never answered or the worker stopped.
+     */
+    const confirm = async (point: LogPoint): Promise<boolean | undefined> => {
+      const until = Date.now() + PROBE_FOR_MS;
+      while (!stopped && Date.now() < until) {
+        const lost = await lostFromLog(point);
+        if (lost !== undefined) return lost;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      return undefined;
+    };
+
+    // The last entry confirmed still in the log at its position (see `confirm`), and the last one
+    // checked after the partition went silent.
+    let confirmed: LogPoint | undefined;
+    let idleChecked: LogPoint | undefined;
+    // Whether a sample is being checked, and when the last one started (see `sample`).
+    let sampling = false;
+    let sampledAt = 0;
+
+    /**
+     * Checks an entry just handled against the room log's leader, in the background, at most every
+     * SAMPLE_MS. A partition consumer pushes from its own leader's copy of the log, which nats-server
+     * 2.9.10 was seen keeping apart from the stream leader's after a SIGSTOP of a node, while the
+     * stream named it current: the consumer, made again with that node as its leader, pushed the old
+     * messages at their positions (lost from the log, and from the sends' answers) instead of those
+     * the log holds, which never reached their recipients (chaos test). When the log holds another
+     * message there, the consumer is made again from the last entry confirmed before (with a new
+     * leader, chosen again) and the cursors deliver what the log holds.
+     */
+    const sample = async (sub: NonNullable<typeof live>, point: LogPoint) => {
+      sampling = true;
+      sampledAt = Date.now();
+      try {
+        const lost = await lostFromLog(point);
+        if (lost === false) confirmed = point;
+        if (!lost || stopped || sub !== live) return;
+        const from = confirmed && confirmed.at < point.at ? confirmed.at : point.at;
+        plog.warn(
+          { pushed: point.seq, id: point.id ?? null, since: new Date(from).toISOString() },
+          "the partition consumer pushed an entry the room log's leader does not hold at that position (the consumer's node kept another copy of the log): making it again",
+        );
+        lostPoint = { ...point, at: from };
+        kick(sub, 'the partition consumer pushed an entry the room log does not hold');
+      } finally {
+        sampling = false;
+      }
+    };
+
+    /**
+     * The log point from which the consumer must be made again before `batch` is handled, if any:
+     * when an entry before a silence (SILENCE_MS between it and the next one pushed, in the times
+     * they were stored) is no longer in the log, or the log did not answer. A new leader of the room
+     * log can lack the last entries its predecessor pushed, and store new messages at their
+     * positions, which the consumer, past them, never pushes. The leader-election advisory tells of
+     * that too, but it is lost while the connection that receives it is cut off (seen in the chaos
+     * test: after a SIGSTOP of the room log's leader, the message stored at a lost entry's position
+     * never reached its room). Checked before the batch is handled: once a cursor moved past the
+     * reused position, the message there would be taken for one delivered.
+     */
+    const lostBefore = async (batch: JsMsg[]): Promise<LogPoint | undefined> => {
+      let prevAt = acked?.at;
+      let prev: JsMsg | undefined;
+      for (const m of batch) {
+        const at = m.info.timestampNanos / 1e6;
+        if (prevAt !== undefined && at - prevAt >= SILENCE_MS) {
+          const point = prev ? pointOf(prev) : (acked as LogPoint);
+          if (point.seq !== confirmed?.seq || point.id !== confirmed.id) {
+            // From the batch's first entry when the lost one is in the batch: none of it is handled.
+            if ((await confirm(point)) !== false) return prev ? pointOf(batch[0] as JsMsg) : point;
+            confirmed = point;
+          }
+        }
+        prevAt = at;
+        prev = m;
+      }
+      return undefined;
+    };
+
     /** Restarts the worker (resubscribe, and recreate the consumer at its ack floor if needed). */
     const kick = (sub: NonNullable<typeof live>, reason: string) => {
       if (sub.restart || stopped) return;
@@ -954,10 +1047,31 @@ export function createFanout(o: FanoutOptions) {
           while (!stopped) {
             if (sub.restart) throw new Error(sub.restart);
             if (queue.length === 0) {
+              // The last entry handled, when it was not checked yet: checked once nothing came for
+              // SILENCE_MS (see `lostBefore`), as no later entry of the partition may come to tell.
+              const unchecked = acked !== idleChecked && acked !== confirmed ? acked : undefined;
+              let silent = false;
+              let timer: ReturnType<typeof setTimeout> | undefined;
               await new Promise<void>((r) => {
                 wake = r;
+                if (unchecked)
+                  timer = setTimeout(() => {
+                    silent = true;
+                    r();
+                  }, SILENCE_MS);
               });
+              clearTimeout(timer);
               wake = undefined;
+              if (silent && unchecked && queue.length === 0 && !stopped && !sub.restart) {
+                idleChecked = unchecked;
+                const lost = await confirm(unchecked);
+                if (lost === false) confirmed = unchecked;
+                if (lost) {
+                  lostPoint = unchecked;
+                  throw new Error('the room log lost the last entry pushed to this partition');
+                }
+                continue;
+              }
               if (queue.length === 0) {
                 // Woken with nothing to do: the consumer closed under us (deleted, or we stopped),
                 // or it stalled.
@@ -968,6 +1082,13 @@ export function createFanout(o: FanoutOptions) {
             if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
             sub.busy = true;
             const batch = queue.splice(0, o.batchSize);
+            const lost = await lostBefore(batch);
+            if (lost) {
+              lostPoint = lost;
+              throw new Error(
+                'the room log lost an entry pushed before a silence, or did not answer about it',
+              );
+            }
             inHand = batch;
             const attempts = await handleWithRetry(conn, batch, () => stopped, plog);
             inHand = [];
@@ -986,6 +1107,7 @@ export function createFanout(o: FanoutOptions) {
                 lostPoint = acked;
                 throw new Error('the room log may have lost entries of a batch delivered after retries');
               }
+              if (!sampling && Date.now() - sampledAt >= SAMPLE_MS) void sample(sub, acked);
             }
             sub.busy = false;
           }
