@@ -86,6 +86,48 @@ describe('fan-out leases', () => {
     await a.stop();
   });
 
+  it('a replica restarted under its old id does not take back a lease another replica took meanwhile', async () => {
+    // A replica that stopped gave its partitions back; one listing of the leases still named it when
+    // another replica took partition 0: the restarted one must not update that write.
+    const kv = await new Kvm(nc).create('leases_restart', { ttl: 60_000, history: 1 });
+    await kv.put('fanout.0', JSON.stringify({ replica: 'a' }));
+    let gets = 0;
+    // The other replica's create lands between the listing's read of fanout.0 and the take's read.
+    const racing = new Proxy(kv, {
+      get(target, prop, receiver) {
+        if (prop !== 'get') return Reflect.get(target, prop, receiver);
+        return async (k: string) => {
+          if (k === 'fanout.0' && ++gets === 2) {
+            await target.delete('fanout.0');
+            await target.create('fanout.0', JSON.stringify({ replica: 'b' }));
+          }
+          return target.get(k);
+        };
+      },
+    });
+    const acquired: number[] = [];
+    const a = createLeaseManager({
+      kv: racing,
+      replicaId: 'a',
+      partitions: 1,
+      ttlMs: 60_000,
+      log,
+      callbacks: { acquired: (p) => void acquired.push(p), released: async () => undefined },
+    });
+    try {
+      await a.start();
+      assert.equal(gets >= 2, true, 'the take read the lease after the listing');
+      assert.deepEqual(acquired, [], 'the restarted replica did not take the partition');
+      assert.deepEqual(
+        (await kv.get('fanout.0'))?.json(),
+        { replica: 'b' },
+        'the other replica still holds it',
+      );
+    } finally {
+      await a.stop();
+    }
+  });
+
   it('a partition given back stays with its holder, renewed, until its worker has stopped', async () => {
     // The handover rule: while a released worker is still stopping (a batch in flight after a
     // heal can take longer than the TTL), nobody else may take its partition and recreate its

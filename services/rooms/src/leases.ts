@@ -25,9 +25,18 @@
  * ran: the old worker's AckAll then moved the new consumer's ack floor past entries nobody wrote
  * (chaos runs: 1–188 messages never reached some members).
  */
-import type { KV } from '@nats-io/kv';
+import type { KV, KvEntry } from '@nats-io/kv';
 import { isKvConflict, type Logger } from '@parley/kit';
 import { type LiveKeys, watchLiveKeys } from './live-keys.js';
+
+/** The replica a lease entry names ('?' when it names none). */
+function holderOf(e: KvEntry): string {
+  try {
+    return e.json<{ replica?: string }>().replica ?? '?';
+  } catch {
+    return '?';
+  }
+}
 
 /** What a lease manager drives. */
 export interface LeaseCallbacks {
@@ -214,13 +223,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     await Promise.all(
       Array.from({ length: o.partitions }, async (_, p) => {
         const e = await o.kv.get(key(p));
-        if (e && e.operation === 'PUT') {
-          try {
-            out.set(p, (e.json<{ replica?: string }>().replica ?? '?') as string);
-          } catch {
-            out.set(p, '?');
-          }
-        }
+        if (e && e.operation === 'PUT') out.set(p, holderOf(e));
       }),
     );
     return out;
@@ -231,12 +234,28 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     try {
       let revision: number;
       if (holder === o.replicaId) {
-        // Ours from before a restart (same replica id): take it back at once instead of after the TTL.
+        // Ours from before a restart (same replica id): take it back at once instead of after the TTL,
+        // only while it still is: another replica may have taken it since the listing (after this
+        // replica gave it back at its stop), and updating at that write's revision stole it (chaos
+        // test: two holders of one lease, 2 ms apart, at the restart of a replica).
         const e = await o.kv.get(key(p));
-        if (e?.operation !== 'PUT') return false;
+        if (e?.operation !== 'PUT' || holderOf(e) !== o.replicaId) return false;
         revision = await o.kv.update(key(p), value, e.revision);
       } else {
         revision = await o.kv.create(key(p), value);
+      }
+      // nats-server checks a write's expected revision before its raft proposal, not when it is
+      // applied: two replicas creating the same key at once can both be answered (nats-server issue
+      // #4320; chaos test: two holders of one lease 3 ms apart, after a node's pause). The later
+      // write is the key's: a replica that finds another's after its own does not start a worker (its
+      // next renewal, refused, drops the lease).
+      const last = await o.kv.get(key(p)).catch(() => null);
+      if (last && last.revision > revision && holderOf(last) !== o.replicaId) {
+        log.warn(
+          { partition: p, revision, holder: holderOf(last), theirs: last.revision },
+          'lease taken by another replica at once after this one (a conditional write JetStream did not serialise): not taken',
+        );
+        return false;
       }
       const already = held.get(p);
       if (already) {
