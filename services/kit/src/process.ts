@@ -120,7 +120,11 @@ export async function runServiceProcess<C extends ProcessConfig>(
   // The health endpoint comes after the start: a start that does not end says so while it waits.
   const started = Date.now();
   const slowStart = setInterval(
-    () => log.warn({ ms: Date.now() - started }, `${o.name} is still starting (no health endpoint yet)`),
+    () =>
+      log.warn(
+        { ms: Date.now() - started, waitingFor: service.starting?.() ?? null },
+        `${o.name} is still starting (no health endpoint yet)`,
+      ),
     15_000,
   );
   slowStart.unref();

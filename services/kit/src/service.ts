@@ -15,6 +15,8 @@ export interface ParleyService {
   stop(): Promise<void>;
   /** True while the service is started and healthy. */
   ready(): boolean;
+  /** While start() has not ended: what it waits for (said by a start that takes long). */
+  starting?: () => string | undefined;
   /** Further named health checks for `/healthz` (e.g. the fan-out: every partition has a holder). */
   checks?: Record<string, () => boolean>;
 }

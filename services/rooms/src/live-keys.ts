@@ -11,6 +11,9 @@
 import type { KV } from '@nats-io/kv';
 import type { Logger } from '@parley/kit';
 
+/** How long a start waits for the listing of the keys present, ms. */
+const LISTING_MS = 5_000;
+
 /** The ids behind the live keys of one prefix. */
 export interface LiveKeys {
   /** The ids whose key was put within the last 1.5 TTLs. */
@@ -53,8 +56,32 @@ export async function watchLiveKeys(o: {
     })();
   };
   await watch();
-  // The keys present now, once (the watch's first values arrive in the background).
-  for await (const k of await o.kv.keys(`${o.prefix}*`)) seen.set(k.slice(o.prefix.length), Date.now());
+  // The keys present now, once (the watch's first values arrive in the background). Bounded: a
+  // listing is an ordered consumer read to its end, and one whose pushes never came hung a rooms
+  // replica's start for good (chaos test: "waiting for the ingress: the replica count" for 120 s,
+  // on a 3-node cluster just started). The watch delivers the same keys; only the start waits less.
+  let lister: { stop(): void } | undefined;
+  const listed = (async () => {
+    const keys = await o.kv.keys(`${o.prefix}*`);
+    lister = keys;
+    for await (const k of keys) seen.set(k.slice(o.prefix.length), Date.now());
+    return true;
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const inTime = await Promise.race([
+    listed,
+    new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), LISTING_MS);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  if (!inTime) {
+    lister?.stop();
+    listed.catch(() => undefined);
+    o.log.warn(
+      { prefix: o.prefix, ms: LISTING_MS },
+      'live keys not listed in time: going on with what the watch delivers',
+    );
+  }
   return {
     live() {
       const oldest = Date.now() - o.ttlMs * 1.5;

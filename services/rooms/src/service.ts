@@ -79,11 +79,15 @@ export function createRoomsService(
 
   const replyPrefix = subjects.replyPrefix(serviceId('rooms'));
 
+  // What start() waits for (see ParleyService.starting).
+  let step: string | undefined = 'JetStream';
   return {
     name: 'rooms',
+    starting: () => step,
     async start() {
       const js = jetstream(deps.nc);
       const jsm = await jetstreamManagerReady(deps.nc, { log });
+      step = 'the rooms, leases and policy buckets';
       const kvm = startKvm(deps.nc, { log });
       const rooms = await kvm.open(buckets.rooms);
       const leases = await kvm.open(buckets.leases);
@@ -111,6 +115,7 @@ export function createRoomsService(
         participants,
       });
       const policyKv = await kvm.open(buckets.policy);
+      step = 'the policy view';
       // One standing view for the API (serveApis) and the ingress: suspended means suspended everywhere.
       const standing = await createPolicyCache(policyKv, log, deps.metrics);
       policy = standing;
@@ -156,6 +161,7 @@ export function createRoomsService(
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics, standing },
       );
       if (config.PARLEY_TASKS) {
+        step = 'tasks';
         // Tasks live here, beside the room log they announce every transition in (docs/architecture.md, "Tasks").
         const t = createTasks({
           js,
@@ -188,8 +194,11 @@ export function createRoomsService(
         );
       }
       if (config.PARLEY_INGRESS) {
+        step = 'the ingress: the room cache';
         cache = await createRoomCache(rooms, log);
+        step = 'the ingress: the delegation verifier';
         verifier = await createDelegationVerifier(policyKv, log);
+        step = 'the ingress: the replica count';
         replicas = await trackIngressReplicas({
           kv: leases,
           replicaId: config.PARLEY_REPLICA_ID,
@@ -231,6 +240,7 @@ export function createRoomsService(
       if (config.PARLEY_FANOUT) {
         const connections: FanoutConnection[] = [];
         for (let i = 0; deps.connect && i < config.PARLEY_FANOUT_CONNECTIONS; i++) {
+          step = `the fan-out: connection ${i}`;
           const fnc = await deps.connect(`fanout-${i}`);
           ownConnections.push(fnc);
           const publisher = new JsPublisher(fnc, replyPrefix);
@@ -280,10 +290,13 @@ export function createRoomsService(
               }
             : {}),
         });
+        step = 'the fan-out: its leases';
         await fanout.start();
+        step = 'the dead-letter worker';
         deadLetters = createDeadLetters({ js, jsm, partitions: config.PARLEY_PARTITIONS, log });
         await deadLetters.start();
       }
+      step = undefined;
       started = true;
     },
     async stop() {
