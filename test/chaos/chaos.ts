@@ -31,10 +31,14 @@
  *   on the lease bucket (the test keeps a few entries per key there, so a release overwritten at
  *   once by the next holder's create is not missed; entries still expire a TTL after they were
  *   written, so after a gap in what the watch read — it was away longer than the TTL — the next
- *   holder of each key is counted as unchecked, not judged);
+ *   holder of each key is counted as unchecked, not judged). A write JetStream stored on a revision
+ *   that was no longer the key's last (nats-server #4320: the condition is checked before the raft
+ *   proposal) is a JetStream defect, and two holders only if the superseded holder writes again;
  * - no two writers interleave in an inbox: in the inbox stream (read by an ordered consumer), every
  *   (member, room) subject's entries carry strictly growing room positions, each naming the one
- *   before it (`Parley-Prev-Seq`), which a second writer behind the fence would break.
+ *   before it (`Parley-Prev-Seq`), which a second writer behind the fence would break — judged at
+ *   the end: when the stream no longer holds the entry the chain broke after, JetStream lost it (a
+ *   JetStream defect, reported), and the fan-out rightly went on from the one before.
  * Nothing is retried to hide a failure: the first violation stops the faults, and the run fails.
  */
 import { spawnSync } from 'node:child_process';
@@ -356,7 +360,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (m.headers?.get('KV-Operation')) leases.release(key);
         else {
           const holder = (m.json() as { replica?: string }).replica ?? '?';
-          const broken = leases.write(key, holder, m.info.timestampNanos / 1e6);
+          const expected = m.headers?.get('Nats-Expected-Last-Subject-Sequence');
+          const broken = leases.write(
+            key,
+            holder,
+            m.info.timestampNanos / 1e6,
+            m.seq,
+            expected ? Number(expected) : undefined,
+          );
           if (broken) violation(broken);
         }
       },
@@ -376,6 +387,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const inbox = new InboxChains();
     /** The message the fan-out delivered from each room-log position (checked against the log at the end). */
     const fannedOut = new Map<number, string>();
+    /** Where each message was written in each inbox subject (for the report of a message never handled). */
+    const inboxed = new Map<string, string>();
+    // The last inbox entry read per subject; a broken chain, with the entry it broke after: judged at
+    // the end, as JetStream may have lost that entry (then the write after it is right).
+    const lastRead = new Map<string, { seq: number; id: string | undefined }>();
+    const brokenChains: { what: string; stream: string; after: { seq: number; id: string | undefined } }[] =
+      [];
     for (const member of members)
       void follow(
         js,
@@ -390,9 +408,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             Number(m.headers?.get(headerNames.prevSeq) || 0),
             Number(m.headers?.get(headerNames.rewound) || 0),
           );
-          if (broken) violation(broken);
           const id = m.headers?.get(headerNames.messageId);
+          const after = lastRead.get(m.subject);
+          if (broken && after) brokenChains.push({ what: broken, stream: inboxStream(member.id), after });
+          else if (broken) violation(broken);
+          lastRead.set(m.subject, { seq: m.seq, id });
           if (id && !fannedOut.has(roomSeq)) fannedOut.set(roomSeq, id);
+          if (id) {
+            const rewound = m.headers?.get(headerNames.rewound);
+            const at = `inbox #${m.seq} (room #${roomSeq}${rewound ? `, rewound from #${rewound}` : ''})`;
+            const key = `${m.subject} ${id}`;
+            inboxed.set(key, inboxed.has(key) ? `${inboxed.get(key)}, ${at}` : at);
+          }
         },
       );
 
@@ -625,8 +652,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         (err: Error) =>
           /no message found|not found/i.test(err.message) ? 'nothing' : `unknown (${err.message})`,
       );
-      const inboxLast = inbox.last(subjects.inbox(member, room));
-      return `room log #${seq}: ${stored === 'held' ? 'holds it' : `holds ${stored} — an acknowledged write lost by JetStream`}; the member's inbox read to #${inboxLast}`;
+      const subject = subjects.inbox(member, room);
+      const written = inboxed.get(`${subject} ${id}`);
+      return `room log #${seq}: ${stored === 'held' ? 'holds it' : `holds ${stored} — an acknowledged write lost by JetStream`}; the member's inbox read to room #${inbox.last(subject)}; ${written ? `written at ${written}` : 'never written to the inbox'}`;
     };
     for (const m of members)
       for (const [id, x] of m.outstanding)
@@ -669,9 +697,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       jetstreamDefects.push(
         `JetStream pushed the fan-out ${vanished.length} room-log entries it no longer holds: ${list(vanished)}`,
       );
+    if (leases.superseded.length > 0)
+      jetstreamDefects.push(
+        `JetStream stored ${leases.superseded.length} lease writes conditional on a revision that was no longer the last (nats-server #4320; the superseded holder did not write again): ${list(leases.superseded)}`,
+      );
     if (twice.length > 0)
       jetstreamDefects.push(
         `${twice.length} handlings of a send a member had handled under another id (its first copy lost by JetStream, its retry stored anew): ${list(twice)}`,
+      );
+    // A broken inbox chain is two writers, unless the inbox stream no longer holds the entry the
+    // chain broke after: JetStream lost that write (an inbox stream's leader paused or cut off) and
+    // the fan-out, reading the subject's last entry again, went on from the one before it.
+    const lostInbox: string[] = [];
+    for (const b of brokenChains) {
+      const held = await jsm.streams.getMessage(b.stream, { seq: b.after.seq }).then(
+        (sm) => (sm ? sm.header.get(headerNames.messageId) || 'no message id' : 'nothing'),
+        () => undefined,
+      );
+      if (held === undefined || held === b.after.id) violation(b.what);
+      else lostInbox.push(`${b.what} (${b.stream} #${b.after.seq}: ${b.after.id} there, ${held} now)`);
+    }
+    if (lostInbox.length > 0)
+      jetstreamDefects.push(
+        `JetStream lost ${lostInbox.length} inbox entries the fan-out had written, which it then wrote past: ${list(lostInbox)}`,
       );
     for (const d of jetstreamDefects) log(`JETSTREAM DEFECT ${d}`);
 

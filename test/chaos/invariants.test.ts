@@ -24,6 +24,32 @@ describe('chaos invariants', () => {
     assert.equal(l.handovers, 2, 'a write after a release is a fresh start, not a handover');
   });
 
+  it('a write stored on a stale condition supersedes the holder, which is two holders only if it writes again', () => {
+    const l = new LeaseHolders(6_000);
+    assert.equal(l.write('fanout.4', 'replica-0', 1_000, 10, 9), undefined);
+    // replica-1's create (conditional on the delete marker at 9) stored after replica-0's at 10.
+    assert.equal(l.write('fanout.4', 'replica-1', 1_003, 11, 9), undefined);
+    assert.equal(l.superseded.length, 1);
+    assert.match(
+      l.superseded[0] ?? '',
+      /replica-1's write at revision 11 was conditional on 9, replica-0's at 10/,
+    );
+    assert.equal(l.write('fanout.4', 'replica-1', 3_000, 12, 11), undefined, "the new holder's renewal");
+    // The superseded holder renewing while the other's write is live: two holders.
+    assert.match(
+      l.write('fanout.4', 'replica-0', 3_500, 13, 10) ?? '',
+      /written again by replica-0.*two holders/,
+    );
+    // A conditional write on the last revision is an ordinary takeover: judged by the TTL.
+    assert.equal(l.write('fanout.5', 'replica-0', 1_000, 20, 19), undefined);
+    assert.match(l.write('fanout.5', 'replica-1', 2_000, 21, 20) ?? '', /taken by replica-1.*two holders/);
+    // Superseded, then a release: the old holder may take the key again.
+    assert.equal(l.write('fanout.6', 'replica-0', 1_000, 30, 29), undefined);
+    assert.equal(l.write('fanout.6', 'replica-1', 1_001, 31, 29), undefined);
+    l.release('fanout.6');
+    assert.equal(l.write('fanout.6', 'replica-0', 2_000, 33, 32), undefined);
+  });
+
   it('after a gap in what the watch read, the next holder is unchecked, and judging starts again', () => {
     const l = new LeaseHolders(6_000);
     l.gap();

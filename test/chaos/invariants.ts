@@ -7,24 +7,45 @@
  * The fan-out lease never has two holders: a key changes holder only after the previous holder's
  * last write expired (the bucket's TTL after it; expiry runs on the server's timer, never early) or
  * was released (deleted).
+ *
+ * One exception is told apart: a write that JetStream stored although the revision it was
+ * conditional on (`Nats-Expected-Last-Subject-Sequence`) was no longer the key's last — nats-server
+ * checks that condition before the raft proposal, not at apply, so two writes in flight at once can
+ * both pass (nats-server issue #4320, seen on 2.9.15–2.9.20 and older). The holder whose write was
+ * superseded that way learns it at its next renewal (refused); it is two holders only if that holder
+ * writes the key again, and is counted in {@link superseded} otherwise.
  */
 export class LeaseHolders {
-  readonly #holders = new Map<string, { holder: string; at: number } | undefined>();
+  readonly #holders = new Map<string, { holder: string; at: number; revision: number } | undefined>();
   /** Holders known before the last gap in what the watcher read (see {@link gap}). */
   readonly #beforeGap = new Map<string, string>();
+  /** Per key, the holder whose write a stale conditional write superseded, and by whom. */
+  readonly #superseded = new Map<string, { holder: string; by: string; at: number }>();
   /** Holder changes seen. */
   handovers = 0;
   /** Gaps in what the watcher read while it knew holders. */
   gaps = 0;
   /** Holder changes across a gap: not checked (the release may be in what was missed). */
   unchecked = 0;
+  /** Writes of another holder stored on a stale condition (see the class comment). */
+  superseded: string[] = [];
   constructor(private readonly ttlMs: number) {}
-  /** `holder` wrote `key` at `at` (server time, ms). */
-  write(key: string, holder: string, at: number): string | undefined {
+  /**
+   * `holder` wrote `key` at `at` (server time, ms), stored at `revision`; `expected`: the revision
+   * the write was conditional on, when it was.
+   */
+  write(key: string, holder: string, at: number, revision = 0, expected?: number): string | undefined {
     const prev = this.#holders.get(key);
-    this.#holders.set(key, { holder, at });
+    this.#holders.set(key, { holder, at, revision });
     const before = this.#beforeGap.get(key);
     this.#beforeGap.delete(key);
+    const gone = this.#superseded.get(key);
+    if (gone?.holder === holder) {
+      this.#superseded.delete(key);
+      // While the write that superseded it is live: renewed as if it still held the lease.
+      if (prev?.holder === gone.by && at - prev.at < this.ttlMs)
+        return `lease ${key} written again by ${holder} after ${gone.by} took it ${Math.round(at - gone.at)} ms before on a stale condition: two holders`;
+    }
     if (!prev) {
       if (before !== undefined && before !== holder) this.unchecked++;
       return undefined;
@@ -32,11 +53,19 @@ export class LeaseHolders {
     if (prev.holder === holder) return undefined;
     this.handovers++;
     if (at - prev.at >= this.ttlMs) return undefined;
+    if (expected !== undefined && revision > 0 && expected < prev.revision) {
+      this.#superseded.set(key, { holder: prev.holder, by: holder, at });
+      this.superseded.push(
+        `${key}: ${holder}'s write at revision ${revision} was conditional on ${expected}, ${prev.holder}'s at ${prev.revision} was last`,
+      );
+      return undefined;
+    }
     return `lease ${key} taken by ${holder} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it, with no release (TTL ${this.ttlMs} ms): two holders`;
   }
   /** `key` was deleted or purged (handed over). */
   release(key: string): void {
     this.#holders.set(key, undefined);
+    this.#superseded.delete(key);
     this.#beforeGap.delete(key);
   }
   /**
