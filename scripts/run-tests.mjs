@@ -73,9 +73,10 @@ if (r.status === 0) process.exit(0);
 // - issue 12, 3-node pass: the nats-kill reliability test — after both kills two members once never
 //   got the same 15 messages of a room (its earlier stall causes are fixed).
 // - issue 21, any pass: the chaos test's short form — after a pause or a partition nats-server
-//   2.9.10 pushed the fan-out room-log entries it then lost, and the messages later stored at those
-//   positions were passed over (the cursors go by position). Fixed: position-based inbox dedupe ids,
-//   a replica exiting at start.
+//   2.9.10 loses or diverges what it had pushed (entries lost and their positions reused, a replica
+//   with another history reported current, conditional writes not serialised). Fixed so far:
+//   position-based inbox dedupe ids, a replica exiting at start, lost entries missed after a lost
+//   election advisory, a consumer led by a diverged replica, two lease holders, a start that hung.
 const KNOWN_DEFECTS = new Map(
   [
     ...(nodes === '3'
