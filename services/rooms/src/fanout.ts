@@ -829,11 +829,18 @@ export function createFanout(o: FanoutOptions) {
      * short timeout; undefined when JetStream did not answer.
      */
     const lostFromLog = async (point: LogPoint): Promise<boolean | undefined> => {
+      if (!point.id) return false;
       const probe = await probeOf(conn);
-      return probe.streams
-        .info(streams.rooms)
-        .then((si) => logWentBack(probe, undefined, si.state.last_seq, point))
-        .catch(() => undefined);
+      try {
+        // One read of the stream leader in the usual case; its info (slow to answer for seconds
+        // after a cluster restart, which delayed the first batch after it) only when the position
+        // holds nothing: removed or deleted (not lost), or past the log's end (lost).
+        const held = await probe.streams.getMessage(streams.rooms, { seq: point.seq });
+        if (held) return held.header.get(headerNames.messageId) !== point.id;
+        return point.seq > (await probe.streams.info(streams.rooms)).state.last_seq;
+      } catch {
+        return undefined;
+      }
     };
 
     /**
