@@ -232,13 +232,15 @@ export function createFanout(o: FanoutOptions) {
    * A read that times out restarts the worker, which tries again after its backoff. The delete and
    * the add go the same way: an add that timed out but was made is found as it should be next time,
    * and a delete that was made is followed by an add at the entries stored since shortly before the
-   * last one this worker acknowledged.
+   * last one this worker acknowledged. `rewound` is called when the consumer was made again at a time
+   * (from before a lost entry).
    */
   async function ensureConsumer(
     p: number,
     stopped: () => boolean,
     acked: LogPoint | undefined,
     reader: JetStreamManager,
+    rewound: () => void,
   ): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
@@ -261,6 +263,7 @@ export function createFanout(o: FanoutOptions) {
       // when the log went back (the delete may have been that recreation's): entries at positions
       // the log reused are pushed again too, and the cursors tell delivered ones apart.
       await reader.consumers.add(streams.rooms, { ...base, ...startingAt(acked && rewoundFrom(acked), 1) });
+      if (acked) rewound();
       return 0;
     }
     const logEnd = (await reader.streams.info(streams.rooms)).state.last_seq;
@@ -292,6 +295,7 @@ export function createFanout(o: FanoutOptions) {
     if (stopped()) throw new Error('stopped');
     await reader.consumers.delete(streams.rooms, name);
     await reader.consumers.add(streams.rooms, { ...base, ...startingAt(since, start) });
+    if (since) rewound();
     log.info(
       {
         partition: p,
@@ -1003,7 +1007,21 @@ export function createFanout(o: FanoutOptions) {
           // entries were lost in transit (the connection dropped, e.g. nats-server was killed) yet
           // count as delivered, and acknowledging a later one (AckAll) would skip them.
           const sub: NonNullable<typeof live> = {
-            lastDelivery: await ensureConsumer(p, () => stopped, lostPoint ?? acked, await probeOf(conn)),
+            lastDelivery: await ensureConsumer(
+              p,
+              () => stopped,
+              lostPoint ?? acked,
+              await probeOf(conn),
+              () => {
+                // Made again from before a lost entry: what this worker acknowledged from there on is
+                // delivered again, and the lost entry must not be checked again (every check would find
+                // it lost and make the consumer again, for good).
+                acked = undefined;
+                recent.length = 0;
+                confirmed = undefined;
+                idleChecked = undefined;
+              },
+            ),
             arrivals: 0,
             busy: false,
           };
