@@ -865,6 +865,7 @@ export function createFanout(o: FanoutOptions) {
     // checked after the partition went silent.
     let confirmed: LogPoint | undefined;
     let idleChecked: LogPoint | undefined;
+    const isConfirmed = (point: LogPoint) => point.seq === confirmed?.seq && point.id === confirmed.id;
     // Whether a sample is being checked, and when the last one started (see `sample`).
     let sampling = false;
     let sampledAt = 0;
@@ -916,7 +917,7 @@ export function createFanout(o: FanoutOptions) {
         const at = m.info.timestampNanos / 1e6;
         if (prevAt !== undefined && at - prevAt >= SILENCE_MS) {
           const point = prev ? pointOf(prev) : (acked as LogPoint);
-          if (point.seq !== confirmed?.seq || point.id !== confirmed.id) {
+          if (!isConfirmed(point)) {
             // From the batch's first entry when the lost one is in the batch: none of it is handled.
             if ((await confirm(point)) !== false) return prev ? pointOf(batch[0] as JsMsg) : point;
             confirmed = point;
@@ -1074,7 +1075,7 @@ export function createFanout(o: FanoutOptions) {
             if (queue.length === 0) {
               // The last entry handled, when it was not checked yet: checked once nothing came for
               // SILENCE_MS (see `lostBefore`), as no later entry of the partition may come to tell.
-              const unchecked = acked !== idleChecked && acked !== confirmed ? acked : undefined;
+              const unchecked = acked && acked !== idleChecked && !isConfirmed(acked) ? acked : undefined;
               let silent = false;
               let timer: ReturnType<typeof setTimeout> | undefined;
               await new Promise<void>((r) => {
@@ -1167,22 +1168,13 @@ export function createFanout(o: FanoutOptions) {
     const leaderElected = async (at: number) => {
       // The batch in hand counts: it was pushed before its acknowledgement, maybe by the old leader.
       const point = [...recent, ...inHand.map(pointOf)].findLast((x) => x.at <= at);
-      if (!point) return;
-      const until = Date.now() + PROBE_FOR_MS;
-      while (!stopped && Date.now() < until) {
-        const lost = await lostFromLog(point);
-        if (lost === false) return;
-        if (lost) {
-          plog.warn(
-            { lost: point.seq, at: new Date(point.at).toISOString() },
-            'the room log lost an entry pushed to this partition before its leader election: starting over from it',
-          );
-          lostPoint = point;
-          if (live) kick(live, 'the room log lost entries after a leader election');
-          return;
-        }
-        await new Promise((r) => setTimeout(r, 250));
-      }
+      if (!point || !(await confirm(point))) return;
+      plog.warn(
+        { lost: point.seq, at: new Date(point.at).toISOString() },
+        'the room log lost an entry pushed to this partition before its leader election: starting over from it',
+      );
+      lostPoint = point;
+      if (live) kick(live, 'the room log lost entries after a leader election');
     };
     const done = run();
     return {
