@@ -97,12 +97,18 @@ export interface ParleyMetrics {
 const codeLabel = (code: string | undefined): OkOrCode =>
   code === undefined || code === 'OK' ? 'OK' : isErrorCode(code) ? code : 'INTERNAL';
 
+/** How often the event-loop delay (`nodejs_eventloop_lag_*`) is sampled, ms. */
+const EVENT_LOOP_SAMPLE_MS = 100;
+
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** Creates the metrics in a registry of their own. */
 export function createMetrics(options: CreateMetricsOptions = {}): ParleyMetrics {
   const registry = new Registry();
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  // The event-loop delay is sampled every 100 ms, not prom-client's default 10 ms: a timer firing 100
+  // times a second cost 0.5–0.9% of a core in an otherwise idle process (0.1% at 100 ms).
+  if (options.processMetrics ?? true)
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   const registers = [registry];
   const topN = options.topBacklogs ?? 10;
 

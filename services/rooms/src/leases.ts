@@ -81,7 +81,8 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   /** Partitions whose worker is being stopped: not to be taken again until it stopped. */
   const releasing = new Set<number>();
   const value = JSON.stringify({ replica: o.replicaId });
-  const timers: NodeJS.Timeout[] = [];
+  /** The loops' next steps (one per loop: a step schedules the next when it ends). */
+  const timers = new Set<NodeJS.Timeout>();
   let running = false;
   let renewing: Promise<void> = Promise.resolve();
   let balancing: Promise<void> = Promise.resolve();
@@ -319,15 +320,22 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   }
 
   function every(ms: number, step: () => Promise<void>, set: (p: Promise<void>) => void): void {
+    const next = () => {
+      const t = setTimeout(() => {
+        timers.delete(t);
+        loop();
+      }, ms);
+      timers.add(t);
+    };
     const loop = () => {
       if (!running) return;
       const p = step().catch((err) => log.warn({ err: (err as Error).message }, 'lease step failed'));
       set(p);
       void p.finally(() => {
-        if (running) timers.push(setTimeout(loop, ms));
+        if (running) next();
       });
     };
-    timers.push(setTimeout(loop, ms));
+    next();
   }
 
   return {
@@ -350,6 +358,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
       running = false;
       replicas?.stop();
       for (const t of timers) clearTimeout(t);
+      timers.clear();
       await Promise.allSettled([renewing, balancing]);
       for (const p of [...held.keys()]) release(p, true);
       // Keys of workers still stopping stay renewed until they stopped (handover rule).
