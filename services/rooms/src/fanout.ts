@@ -241,6 +241,7 @@ export function createFanout(o: FanoutOptions) {
     acked: LogPoint | undefined,
     reader: JetStreamManager,
     rewound: () => void,
+    recreate: boolean,
   ): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
@@ -269,8 +270,13 @@ export function createFanout(o: FanoutOptions) {
     const logEnd = (await reader.streams.info(streams.rooms)).state.last_seq;
     const wentBack = await logWentBack(reader, info, logEnd, acked);
     // The heartbeat must be the one the worker expects (a consumer from an earlier version has 5 s:
-    // the worker would count every second without one as missed).
+    // the worker would count every second without one as missed). A consumer that held entries
+    // and pushed none to a bound subscription is made again (`recreate`): subscribing again did not
+    // move it (3-node cluster under contention, after a whole-cluster restart: the worker started
+    // over 5–6 times in a row, 0.7 s apart, for 4–20 s, until the consumer happened to be recreated
+    // for another reason; made again at its ack floor, it pushed within a second each time).
     if (
+      !recreate &&
       !wentBack &&
       info.config.deliver_subject === base.deliver_subject &&
       info.config.idle_heartbeat === base.idle_heartbeat &&
@@ -302,6 +308,7 @@ export function createFanout(o: FanoutOptions) {
         ...(since ? { since } : { start }),
         from: info.config.deliver_subject ?? 'pull',
         pending: info.num_ack_pending,
+        ...(recreate ? { why: STALLED } : {}),
       },
       since ? 'partition consumer recreated at a time' : 'partition consumer recreated at its ack floor',
     );
@@ -795,6 +802,9 @@ export function createFanout(o: FanoutOptions) {
     return p;
   }
 
+  /** Why a worker starts over when its consumer holds entries and pushes none (see `recheck`). */
+  const STALLED = 'partition consumer pushes nothing';
+
   /**
    * Why a partition consumer delivers nothing to a worker holding nothing, or undefined when it is
    * fine. `lastDelivery` is the last delivery sequence the worker received.
@@ -804,7 +814,7 @@ export function createFanout(o: FanoutOptions) {
     if (!info.push_bound) return 'no subscription bound to the partition consumer';
     // Counted as delivered, never received: lost in transit, back only after the 30 s ack wait.
     if (info.delivered.consumer_seq > lastDelivery) return 'deliveries lost in transit';
-    if (info.num_pending > 0) return 'partition consumer pushes nothing';
+    if (info.num_pending > 0) return STALLED;
     return undefined;
   }
 
@@ -849,11 +859,12 @@ export function createFanout(o: FanoutOptions) {
 
     /**
      * {@link lostFromLog}, asked again every 250 ms while JetStream does not answer (a leader being
-     * elected), for up to PROBE_FOR_MS; undefined when it never answered or the worker stopped.
+     * elected), for up to PROBE_FOR_MS; undefined when it never answered, the worker stopped, or
+     * `abandon()` said to give up.
      */
-    const confirm = async (point: LogPoint): Promise<boolean | undefined> => {
+    const confirm = async (point: LogPoint, abandon = () => false): Promise<boolean | undefined> => {
       const until = Date.now() + PROBE_FOR_MS;
-      while (!stopped && Date.now() < until) {
+      while (!stopped && !abandon() && Date.now() < until) {
         const lost = await lostFromLog(point);
         if (lost !== undefined) return lost;
         await new Promise((r) => setTimeout(r, 250));
@@ -1022,6 +1033,7 @@ export function createFanout(o: FanoutOptions) {
                 confirmed = undefined;
                 idleChecked = undefined;
               },
+              restartedFor === STALLED,
             ),
             arrivals: 0,
             busy: false,
@@ -1090,7 +1102,11 @@ export function createFanout(o: FanoutOptions) {
               wake = undefined;
               if (silent && unchecked && queue.length === 0 && !stopped && !sub.restart) {
                 idleChecked = unchecked;
-                const lost = await confirm(unchecked);
+                // Given up when the worker is told to start over meanwhile (a stalled consumer
+                // found after a reconnect): that waited for this check, up to 8 s while JetStream
+                // elected its leaders. The entry is checked again after the next silence.
+                const lost = await confirm(unchecked, () => sub.restart !== undefined);
+                if (lost === undefined && sub.restart) idleChecked = undefined;
                 if (lost === false) confirmed = unchecked;
                 if (lost) {
                   lostPoint = unchecked;
