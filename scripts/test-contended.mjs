@@ -5,7 +5,7 @@
 //
 // A restart is over when JetStream answers again. For a backbone killed whole (the nats-server
 // kill test) each test also reports when its streams had leaders and answered again, and the bound
-// counts from then: a 3-node cluster killed at once spends 7–11 s electing its Raft leaders on
+// counts from then: a 3-node cluster killed at once spent 6–29 s electing its Raft leaders on
 // this machine under contention before any client can store or read a message — nats-server's
 // own recovery, the same for anything on it. Both figures are printed.
 //
