@@ -70,20 +70,15 @@ if (r.status === 0) process.exit(0);
 // described in docs/operations.md ("Known defects"). A file listed here may run once more when every
 // failing file of the run is listed, and the run says so loudly; any other failure fails the run at
 // once, and so does a listed file that fails twice. Remove an entry when its defect is fixed.
-// - issue 12, 3-node pass: the nats-kill reliability test — after both kills two members once never
-//   got the same 15 messages of a room (its earlier stall causes are fixed).
 // - issue 21, any pass: the chaos test's short form — after a pause or a partition nats-server
 //   2.9.10 loses or diverges what it had pushed (entries lost and their positions reused, a replica
 //   with another history reported current, conditional writes not serialised). Fixed so far:
 //   position-based inbox dedupe ids, a replica exiting at start, lost entries missed after a lost
 //   election advisory, a consumer led by a diverged replica, two lease holders, a start that hung.
 const KNOWN_DEFECTS = new Map(
-  [
-    ...(nodes === '3'
-      ? [['test/integration/reliability.test.ts', 'issue 12, 3-node delivery after a kill -9']]
-      : []),
-    ['test/chaos/chaos.test.ts', 'issue 21, messages at positions JetStream reused after a fault'],
-  ].map(([file, what]) => [resolve(root, file), what]),
+  [['test/chaos/chaos.test.ts', 'issue 21, messages at positions JetStream reused after a fault']].map(
+    ([file, what]) => [resolve(root, file), what],
+  ),
 );
 let failed = [];
 try {
