@@ -330,11 +330,20 @@ export function createFanout(o: FanoutOptions) {
     acked: LogPoint | undefined,
   ): Promise<boolean> {
     if (info && info.delivered.stream_seq > logEnd) return true;
-    if (!acked?.id) return false;
-    if (acked.seq > logEnd) return true;
-    const held = await jsm.streams.getMessage(streams.rooms, { seq: acked.seq });
-    // Nothing there: removed by retention or deleted, not lost.
-    return held !== null && held.header.get(headerNames.messageId) !== acked.id;
+    return acked !== undefined && lostAt(jsm, acked, async () => logEnd);
+  }
+
+  /**
+   * Whether the room log no longer holds `point`: another message at its position, or the position
+   * past the log's end. Nothing there below the end was removed by retention or deleted, not lost.
+   * One read of the stream leader in the usual case; `logEnd` (a stream info, slow to answer for
+   * seconds after a cluster restart) only when the position holds nothing.
+   */
+  async function lostAt(jsm: JetStreamManager, point: LogPoint, logEnd: () => Promise<number>) {
+    if (!point.id) return false;
+    const held = await jsm.streams.getMessage(streams.rooms, { seq: point.seq });
+    if (held) return held.header.get(headerNames.messageId) !== point.id;
+    return point.seq > (await logEnd());
   }
 
   async function view(room: string): Promise<RoomView> {
@@ -843,18 +852,10 @@ export function createFanout(o: FanoutOptions) {
      * short timeout; undefined when JetStream did not answer.
      */
     const lostFromLog = async (point: LogPoint): Promise<boolean | undefined> => {
-      if (!point.id) return false;
       const probe = await probeOf(conn);
-      try {
-        // One read of the stream leader in the usual case; its info (slow to answer for seconds
-        // after a cluster restart, which delayed the first batch after it) only when the position
-        // holds nothing: removed or deleted (not lost), or past the log's end (lost).
-        const held = await probe.streams.getMessage(streams.rooms, { seq: point.seq });
-        if (held) return held.header.get(headerNames.messageId) !== point.id;
-        return point.seq > (await probe.streams.info(streams.rooms)).state.last_seq;
-      } catch {
-        return undefined;
-      }
+      return lostAt(probe, point, async () => (await probe.streams.info(streams.rooms)).state.last_seq).catch(
+        () => undefined,
+      );
     };
 
     /**
