@@ -8,7 +8,6 @@ import {
   inboxStream,
   isParleyError,
   ParleyError,
-  PUSH_IDLE_HEARTBEAT_MS,
   registryApi,
   request,
   roomsApi,
@@ -215,7 +214,6 @@ export class Agent {
     await this.#ensureEngine().start({
       nc: this.nc,
       deliverSubject: subjects.inboxDeliver(this.id, session),
-      idleHeartbeatMs: PUSH_IDLE_HEARTBEAT_MS,
       info: () => jsm.consumers.info(inboxStream(this.id), this.id),
       attach: async () => {
         // Attaching is two JetStream API calls on the server: when thousands of agents connect at

@@ -25,7 +25,7 @@
  * before anything newer.
  */
 import { type ConsumerInfo, type ConsumerMessages, type JsMsg, jetstream } from '@nats-io/jetstream';
-import { type NatsConnection, nanos } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import {
   Approval,
   ContactNotice,
@@ -45,6 +45,7 @@ import {
 } from '@parley/contracts';
 import type { ReportFailure } from './failures.js';
 import { handling } from './handling.js';
+import { retryIdempotent } from './retry.js';
 
 /** A message handed to a handler. */
 export interface Delivery {
@@ -209,8 +210,6 @@ export interface InboxSource {
   nc: NatsConnection;
   /** This connection's own deliver subject, `_INBOX.<id>.deliver.<session>`. */
   deliverSubject: string;
-  /** The idle heartbeat the consumer sends, ms (missing two of them re-attaches). */
-  idleHeartbeatMs: number;
   /** The consumer's info (limits, and what a crashed predecessor held). */
   info(): Promise<ConsumerInfo>;
   /** Points the consumer at `deliverSubject`. */
@@ -284,9 +283,13 @@ export class DeliveryEngine {
         timer: setTimeout(() => this.#endRecovery(), 2 * ackWaitMs + 1_000),
       };
     }
+    // Missing two of the consumer's idle heartbeats attaches again. The heartbeat is the one the
+    // consumer was made with (nats-server 2.9 cannot change it: consumers made by an earlier version
+    // keep 5 s), so a slower one is never counted as missed.
+    const heartbeatMs = Math.floor((info.config.idle_heartbeat ?? 0) / 1e6);
     const consumer = await jetstream(source.nc).consumers.getBoundPushConsumer({
       deliver_subject: source.deliverSubject,
-      idle_heartbeat: nanos(source.idleHeartbeatMs),
+      ...(info.config.idle_heartbeat ? { idle_heartbeat: info.config.idle_heartbeat } : {}),
     });
     const messages = await consumer.consume({ callback: (m) => this.#arrive(m) });
     this.#messages = messages;
@@ -306,6 +309,27 @@ export class DeliveryEngine {
       for await (const s of messages.status()) {
         if (s.type !== 'heartbeats_missed' || this.#closed) continue;
         await source.attach().catch((err) => this.#fail(err, 'delivery'));
+      }
+    })();
+    // After a reconnect the consumer is checked at once rather than after two missed heartbeats
+    // (30 s apart, so that idle agents cost the server little): one that no longer points at this
+    // connection (made again by a service while we were away) is attached again.
+    void (async () => {
+      for await (const s of source.nc.status()) {
+        if (this.#closed) break;
+        if (s.type !== 'reconnect') continue;
+        try {
+          await source.nc.flush();
+          // Asked again while JetStream does not answer yet (a restarted server, leaders being
+          // elected), for as long as two heartbeats would have taken to tell.
+          const now = await retryIdempotent(() => source.info(), {
+            deadlineMs: Math.max(10_000, 2 * heartbeatMs),
+            retryable: () => !this.#closed && !source.nc.isClosed(),
+          });
+          if (now.config.deliver_subject !== source.deliverSubject) await source.attach();
+        } catch (err) {
+          if (!this.#closed) this.#fail(err, 'delivery');
+        }
       }
     })();
     // Held and running messages must not time out: tell the server we are working on them.

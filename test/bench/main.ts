@@ -7,7 +7,7 @@
  * Throughput is the median of `--runs` (3) interleaved raw/Parley runs; latency is measured at 25%,
  * 50% and 75% of Parley's measured capacity (p50/p99/p99.9/max, and per stage for Parley); the cost
  * of the 300 connected idle agents is measured before anything is sent (30 s, from 5 s after their
- * setup).
+ * setup), and the backbone's with nobody connected before that.
  *
  * Flags: --json, --messages <n> (room messages per throughput run, default 20000), --runs <n>,
  * --registry-agents <n> (default 10000; 0 skips), --no-tracing (skip the tracing-on run),
@@ -155,6 +155,13 @@ try {
   progress(
     `${shape.rooms} rooms × ${shape.membersPerRoom} members, ${messages} messages of ${shape.payloadBytes} B per throughput run, ${runs} interleaved runs each`,
   );
+  // The backbone on its own first, nobody connected (its services' timers, lease renewals,
+  // partition heartbeats, nats-server's own housekeeping): what the agents add is the difference.
+  await new Promise((r) => setTimeout(r, shape.settleSeconds * 1000));
+  const empty = await cpuDuring(
+    backbone.pids,
+    () => new Promise((r) => setTimeout(r, shape.idleSeconds * 1000)),
+  );
   const parley = await setupParley(parleyOptions(backbone));
   // What connected, idle agents cost: the 300 agents of the benchmark, nothing sent. From a few
   // seconds after the setup (its rooms' membership events are still being fanned out and
@@ -171,9 +178,15 @@ try {
     afterSetupSeconds: shape.settleSeconds,
     percentOfCore: perCore(idle.cpu, idle.wall, ['services', 'natsServer']),
     cpuSeconds: idle.cpu,
+    /** The same backbone before any agent existed. */
+    nobodyConnectedPercentOfCore: perCore(empty.cpu, empty.wall, ['services', 'natsServer']),
+    /** What the connected agents add: the two measurements' difference. */
+    agentsPercentOfCore: 0,
   };
+  idleCost.agentsPercentOfCore =
+    Math.round((idleCost.percentOfCore - idleCost.nobodyConnectedPercentOfCore) * 100) / 100;
   progress(
-    `idle: ${idleCost.agents} agents cost ${idleCost.percentOfCore}% of a core (services ${perCore(idle.cpu, idle.wall, ['services'])}%, nats-server ${perCore(idle.cpu, idle.wall, ['natsServer'])}%)`,
+    `idle: nobody connected ${idleCost.nobodyConnectedPercentOfCore}% of a core (services ${perCore(empty.cpu, empty.wall, ['services'])}%, nats-server ${perCore(empty.cpu, empty.wall, ['natsServer'])}%); ${idleCost.agents} agents connected ${idleCost.percentOfCore}% (services ${perCore(idle.cpu, idle.wall, ['services'])}%, nats-server ${perCore(idle.cpu, idle.wall, ['natsServer'])}%)`,
   );
   const raw = await setupRaw({
     connect: backbone.connect,
@@ -371,7 +384,7 @@ try {
         `  CPU µs per delivery: Parley ${JSON.stringify(l.cpuPerDeliveryUs.parley)}, raw ${JSON.stringify(l.cpuPerDeliveryUs.raw)} (load ${l.loadAverage.toFixed(1)})`,
       ]),
       '',
-      `idle: ${idleCost.agents} connected agents cost ${idleCost.percentOfCore}% of one core (services + nats-server; target ≤ 2%)`,
+      `idle: ${idleCost.agents} connected agents ${idleCost.percentOfCore}% of one core (services + nats-server; target ≤ 2%), of which ${idleCost.nobodyConnectedPercentOfCore}% with nobody connected`,
       `Parley / raw JetStream   ${result.ratios.parleyOverRaw.toFixed(2)}×   (target ≥ 0.80)`,
       `Parley / A2A over HTTP   ${result.ratios.parleyOverA2a.toFixed(2)}×   (target ≥ 4)`,
       ...(result.tracing

@@ -21,6 +21,7 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
+import { INBOX_IDLE_HEARTBEAT_MS } from '@parley/contracts';
 import { JsPublisher } from '@parley/kit';
 import { atRate, progress, type Tail, tail, windowed } from './stats.js';
 
@@ -67,7 +68,9 @@ async function retried<T>(f: () => Promise<T>): Promise<T> {
     }
   }
 }
-const HEARTBEAT = nanos(5_000);
+/** The heartbeats Parley's consumers have: inboxes 30 s, fan-out partitions 1 s. */
+const INBOX_HEARTBEAT = nanos(INBOX_IDLE_HEARTBEAT_MS);
+const PARTITION_HEARTBEAT = nanos(1_000);
 
 export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   const nc = await o.connect();
@@ -101,7 +104,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
       ack_wait: nanos(30_000),
       max_ack_pending: 1_000,
       deliver_subject: `_INBOX.bench.deliver.${m}`,
-      idle_heartbeat: HEARTBEAT,
+      idle_heartbeat: INBOX_HEARTBEAT,
       flow_control: true,
     });
   }
@@ -113,7 +116,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
       deliver_policy: DeliverPolicy.All,
       max_ack_pending: 10_000,
       deliver_subject: `_INBOX.bench.fanout.${p}`,
-      idle_heartbeat: HEARTBEAT,
+      idle_heartbeat: PARTITION_HEARTBEAT,
       flow_control: true,
     });
   }

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
-import { inboxConsumer, inboxStream, subjects } from '@parley/contracts';
+import { INBOX_IDLE_HEARTBEAT_MS, inboxConsumer, inboxStream, subjects } from '@parley/contracts';
+import { inboxConsumerConfig } from '@parley/kit';
 import type { Delivery } from '@parley/sdk';
 import { codeOf, connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
 
@@ -62,6 +63,42 @@ describe('push-delivered inboxes', () => {
     await third.listening;
     await waitFor(() => thirdGot.length === 1, 'the next process to get a3');
     assert.deepEqual([...firstGot, ...thirdGot], ['a1', 'a2', 'a3']);
+  });
+
+  it('after a reconnect, an inbox consumer made again while the agent was away is attached at once, not after two missed heartbeats', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const room = await sender.rooms.create('made again', { members: [r.id] });
+    const got: string[] = [];
+    const agent = await parley.connect(r.creds);
+    agent.on('message', (d) => {
+      got.push(text(d));
+    });
+    await agent.listening;
+    await room.send('b1');
+    await waitFor(() => got.length === 1, 'b1');
+    const jsm = await jetstreamManager(svc);
+    const before = await jsm.consumers.info(inboxStream(r.id), r.id);
+    assert.equal(before.config.idle_heartbeat, nanos(INBOX_IDLE_HEARTBEAT_MS));
+    // A service makes the consumer again (as an operator's repair or a migration would): it points
+    // at the placeholder subject, not at this agent's connection, and nothing is pushed to it.
+    await jsm.consumers.delete(inboxStream(r.id), r.id);
+    await jsm.consumers.add(inboxStream(r.id), {
+      ...inboxConsumerConfig(r.id),
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: before.ack_floor.stream_seq + 1,
+    });
+    await room.send('b2');
+    await waitFor(
+      async () => (await jsm.consumers.info(inboxStream(r.id), r.id)).num_pending === 1,
+      'b2 in the inbox',
+    );
+    assert.deepEqual(got, ['b1']);
+    await agent.nc.reconnect();
+    // Two missed 30 s heartbeats would take a minute; the check after the reconnect attaches it.
+    await waitFor(() => got.length === 2, 'b2 after the reconnect', 20_000);
+    assert.deepEqual(got, ['b1', 'b2']);
   });
 
   it('turns a pull inbox consumer from an earlier version into a push one at its ack floor', async () => {
