@@ -422,9 +422,14 @@ export function createFanout(o: FanoutOptions) {
     fromLeader = false,
   ): Promise<Cursor> {
     const query = { last_by_subj: subjects.inbox(recipient, room) };
-    const last = fromLeader
-      ? await conn.jsm.streams.getMessage(inboxStream(recipient), query)
-      : await conn.jsm.direct.getMessage(inboxStream(recipient), query);
+    const stream = inboxStream(recipient);
+    const last = await (fromLeader
+      ? conn.jsm.streams.getMessage(stream, query)
+      : conn.jsm.direct.getMessage(stream, query)
+    ).catch((err: unknown) => {
+      failedOn(stream);
+      throw err;
+    });
     if (!last) return { roomSeq: 0, inboxSeq: 0 };
     const messageId = last.header.get(headerNames.messageId);
     return {
@@ -539,6 +544,7 @@ export function createFanout(o: FanoutOptions) {
           recordSpanError(span, err);
           span.end();
         }
+        failedOn(inboxStream(recipient));
         throw err;
       },
     );
@@ -756,6 +762,7 @@ export function createFanout(o: FanoutOptions) {
   ): Promise<number> {
     const t0 = Date.now();
     for (let attempt = 1; ; attempt++) {
+      const tried = Date.now();
       try {
         // A re-run reads its cursors again with the probe's short timeout: right after a restart a
         // lookup can go unanswered (a replica still recovering), and with the default 5 s each such
@@ -774,7 +781,8 @@ export function createFanout(o: FanoutOptions) {
         cursors.clear();
         // Short: the write fails fast while JetStream is away, and every wait adds to the recovery.
         await new Promise((r) => setTimeout(r, Math.min(50 * 2 ** attempt, 500)));
-        await inboxAnswers(conn, stopped);
+        const failed = [...unanswered.entries()].filter(([, at]) => at >= tried).map(([name]) => name);
+        await inboxAnswers(conn, stopped, failed.length > 0 ? failed : inboxStreams());
       }
     }
   }
@@ -785,14 +793,21 @@ export function createFanout(o: FanoutOptions) {
    * (a restarted cluster electing), where nothing answers them: each attempt then waited out the
    * whole PubAck timeout (5 s) even when the stream was back a moment after it was sent, which was
    * most of a whole-cluster kill's recovery. Bounded: the batch runs again after PROBE_FOR_MS
-   * whatever the answer (and fails or succeeds on its own).
+   * whatever the answer (and fails or succeeds on its own). Only the inbox streams whose writes or
+   * reads failed during the attempt are waited for (all of them when none is known): waiting for
+   * every stream held a batch until streams it does not write had elected too (3-node room-leader
+   * kill: a batch waited 7.7 s for that, then was stored in 9 ms).
    */
-  async function inboxAnswers(conn: FanoutConnection, stopped: () => boolean): Promise<void> {
+  async function inboxAnswers(
+    conn: FanoutConnection,
+    stopped: () => boolean,
+    names: string[],
+  ): Promise<void> {
     const probe = await probeOf(conn);
     const until = Date.now() + PROBE_FOR_MS;
     while (!stopped() && Date.now() < until) {
       const answers = await Promise.all(
-        inboxStreams().map(async (name) => {
+        names.map(async (name) => {
           const info = await probe.streams.info(name).catch(() => undefined);
           return Boolean(info?.cluster?.leader || (info && !info.cluster));
         }),
@@ -800,6 +815,11 @@ export function createFanout(o: FanoutOptions) {
       if (answers.every(Boolean)) return;
       await new Promise((r) => setTimeout(r, 100));
     }
+  }
+  /** When a write or cursor read to each inbox stream last failed (see `inboxAnswers`). */
+  const unanswered = new Map<string, number>();
+  function failedOn(stream: string): void {
+    unanswered.set(stream, Date.now());
   }
   const probes = new WeakMap<FanoutConnection, Promise<JetStreamManager>>();
   function probeOf(conn: FanoutConnection): Promise<JetStreamManager> {
