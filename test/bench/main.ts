@@ -172,19 +172,19 @@ try {
     backbone.pids,
     () => new Promise((r) => setTimeout(r, shape.idleSeconds * 1000)),
   );
+  const percentOfCore = perCore(idle.cpu, idle.wall, ['services', 'natsServer']);
+  const nobodyConnected = perCore(empty.cpu, empty.wall, ['services', 'natsServer']);
   const idleCost = {
     agents: shape.rooms * shape.membersPerRoom,
     seconds: idle.wall,
     afterSetupSeconds: shape.settleSeconds,
-    percentOfCore: perCore(idle.cpu, idle.wall, ['services', 'natsServer']),
+    percentOfCore,
     cpuSeconds: idle.cpu,
     /** The same backbone before any agent existed. */
-    nobodyConnectedPercentOfCore: perCore(empty.cpu, empty.wall, ['services', 'natsServer']),
+    nobodyConnectedPercentOfCore: nobodyConnected,
     /** What the connected agents add: the two measurements' difference. */
-    agentsPercentOfCore: 0,
+    agentsPercentOfCore: Math.round((percentOfCore - nobodyConnected) * 100) / 100,
   };
-  idleCost.agentsPercentOfCore =
-    Math.round((idleCost.percentOfCore - idleCost.nobodyConnectedPercentOfCore) * 100) / 100;
   progress(
     `idle: nobody connected ${idleCost.nobodyConnectedPercentOfCore}% of a core (services ${perCore(empty.cpu, empty.wall, ['services'])}%, nats-server ${perCore(empty.cpu, empty.wall, ['natsServer'])}%); ${idleCost.agents} agents connected ${idleCost.percentOfCore}% (services ${perCore(idle.cpu, idle.wall, ['services'])}%, nats-server ${perCore(idle.cpu, idle.wall, ['natsServer'])}%)`,
   );
