@@ -268,6 +268,15 @@ export interface InboxConsumerDefinition {
 export const INBOX_IDLE_HEARTBEAT_MS = 30_000;
 
 /**
+ * Idle heartbeat of a fan-out partition consumer, ms. Two missed ones make the worker check its
+ * consumer (see the fan-out's `recheck`), so this bounds how long a partition that pushes nothing
+ * goes unnoticed; each one also names the last delivery the server made, which tells the worker of
+ * deliveries lost in transit. With 5 s, a partition silent after a whole-cluster restart was found
+ * only after 10 s, most of that recovery. Cheap: one small message per second per idle partition.
+ */
+export const PARTITION_IDLE_HEARTBEAT_MS = 1_000;
+
+/**
  * How long one NATS connect attempt (TCP, INFO, CONNECT, first PONG) of a Parley client may take
  * before the client tries the next server, ms. The client's default is 20 s: after a 3-node
  * cluster was killed and restarted, connections whose attempt reached a node that never answered

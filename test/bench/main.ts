@@ -155,23 +155,19 @@ try {
   progress(
     `${shape.rooms} rooms × ${shape.membersPerRoom} members, ${messages} messages of ${shape.payloadBytes} B per throughput run, ${runs} interleaved runs each`,
   );
+  // CPU with nothing sent: from a few seconds after what came before (a setup's membership events
+  // are still being fanned out and checked), over a window long enough to hold the periodic work
+  // (garbage collections, lease balances), which a 10 s window caught or missed by chance.
+  const idleWindow = async () => {
+    await new Promise((r) => setTimeout(r, shape.settleSeconds * 1000));
+    return cpuDuring(backbone.pids, () => new Promise((r) => setTimeout(r, shape.idleSeconds * 1000)));
+  };
   // The backbone on its own first, nobody connected (its services' timers, lease renewals,
   // partition heartbeats, nats-server's own housekeeping): what the agents add is the difference.
-  await new Promise((r) => setTimeout(r, shape.settleSeconds * 1000));
-  const empty = await cpuDuring(
-    backbone.pids,
-    () => new Promise((r) => setTimeout(r, shape.idleSeconds * 1000)),
-  );
+  const empty = await idleWindow();
   const parley = await setupParley(parleyOptions(backbone));
-  // What connected, idle agents cost: the 300 agents of the benchmark, nothing sent. From a few
-  // seconds after the setup (its rooms' membership events are still being fanned out and
-  // checked), over a window long enough to hold the periodic work (garbage collections, lease
-  // balances), which a 10 s window caught or missed by chance.
-  await new Promise((r) => setTimeout(r, shape.settleSeconds * 1000));
-  const idle = await cpuDuring(
-    backbone.pids,
-    () => new Promise((r) => setTimeout(r, shape.idleSeconds * 1000)),
-  );
+  // What connected, idle agents cost: the 300 agents of the benchmark.
+  const idle = await idleWindow();
   const percentOfCore = perCore(idle.cpu, idle.wall, ['services', 'natsServer']);
   const nobodyConnected = perCore(empty.cpu, empty.wall, ['services', 'natsServer']);
   const idleCost = {

@@ -21,7 +21,7 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
-import { INBOX_IDLE_HEARTBEAT_MS } from '@parley/contracts';
+import { INBOX_IDLE_HEARTBEAT_MS, PARTITION_IDLE_HEARTBEAT_MS } from '@parley/contracts';
 import { JsPublisher } from '@parley/kit';
 import { atRate, progress, type Tail, tail, windowed } from './stats.js';
 
@@ -68,9 +68,9 @@ async function retried<T>(f: () => Promise<T>): Promise<T> {
     }
   }
 }
-/** The heartbeats Parley's consumers have: inboxes 30 s, fan-out partitions 1 s. */
+/** The heartbeats Parley's consumers have. */
 const INBOX_HEARTBEAT = nanos(INBOX_IDLE_HEARTBEAT_MS);
-const PARTITION_HEARTBEAT = nanos(1_000);
+const PARTITION_HEARTBEAT = nanos(PARTITION_IDLE_HEARTBEAT_MS);
 
 export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   const nc = await o.connect();

@@ -26,17 +26,23 @@ describe('push-delivered inboxes', () => {
     await parley?.destroy();
   });
 
-  it('a second process of the same agent is refused while the first receives; after it stops the next one gets the rest', async () => {
+  /** A room of a sender and a receiver, the receiver connected and listening. */
+  async function roomWithReceiver(name: string) {
     const s = await parley.participant();
     const r = await parley.participant();
     const sender = await parley.connect(s.creds);
-    const room = await sender.rooms.create('one process', { members: [r.id] });
-    const firstGot: string[] = [];
-    const first = await parley.connect(r.creds);
-    first.on('message', (d) => {
-      firstGot.push(text(d));
+    const room = await sender.rooms.create(name, { members: [r.id] });
+    const got: string[] = [];
+    const agent = await parley.connect(r.creds);
+    agent.on('message', (d) => {
+      got.push(text(d));
     });
-    await first.listening;
+    await agent.listening;
+    return { r, room, got, agent };
+  }
+
+  it('a second process of the same agent is refused while the first receives; after it stops the next one gets the rest', async () => {
+    const { r, room, got: firstGot, agent: first } = await roomWithReceiver('one process');
     await room.send('a1');
     await waitFor(() => firstGot.length === 1, 'the first process to get a1');
 
@@ -66,16 +72,7 @@ describe('push-delivered inboxes', () => {
   });
 
   it('after a reconnect, an inbox consumer made again while the agent was away is attached at once, not after two missed heartbeats', async () => {
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const room = await sender.rooms.create('made again', { members: [r.id] });
-    const got: string[] = [];
-    const agent = await parley.connect(r.creds);
-    agent.on('message', (d) => {
-      got.push(text(d));
-    });
-    await agent.listening;
+    const { r, room, got, agent } = await roomWithReceiver('made again');
     await room.send('b1');
     await waitFor(() => got.length === 1, 'b1');
     const jsm = await jetstreamManager(svc);

@@ -44,6 +44,7 @@ import {
   type MemberRole,
   type MembershipChange,
   otelApi,
+  PARTITION_IDLE_HEARTBEAT_MS,
   type RoomChange,
   recordSpanError,
   roomOf,
@@ -158,14 +159,6 @@ const PROBE_TIMEOUT_MS = 1_000;
 const PROBE_FOR_MS = 30_000;
 
 /**
- * Idle heartbeat of a partition consumer, ms. Two missed ones make the worker check its consumer
- * (see `recheck`), so this bounds how long a partition that pushes nothing goes unnoticed. With the
- * inboxes' 5 s, a partition silent after a whole-cluster restart was found only after 10 s, most of
- * that recovery. Cheap: one small message per second per idle partition.
- */
-const PARTITION_HEARTBEAT_MS = 1_000;
-
-/**
  * When the room log lost entries its partition consumer had delivered, the consumer is made again
  * at the entries stored since this long before the last one its worker acknowledged: clocks of the
  * stream's nodes may differ by this much.
@@ -251,7 +244,7 @@ export function createFanout(o: FanoutOptions) {
       ack_wait: nanos(30_000),
       max_ack_pending: MAX_ACK_PENDING,
       deliver_subject: deliverSubject(p),
-      idle_heartbeat: nanos(PARTITION_HEARTBEAT_MS),
+      idle_heartbeat: nanos(PARTITION_IDLE_HEARTBEAT_MS),
       flow_control: true,
     };
     const info = await reader.consumers.info(streams.rooms, name).catch((err: unknown) => {
@@ -1064,7 +1057,7 @@ export function createFanout(o: FanoutOptions) {
           queue.length = 0;
           const consumer = await conn.js.consumers.getBoundPushConsumer({
             deliver_subject: deliverSubject(p),
-            idle_heartbeat: nanos(PARTITION_HEARTBEAT_MS),
+            idle_heartbeat: nanos(PARTITION_IDLE_HEARTBEAT_MS),
           });
           const current = await consumer.consume({
             abort_on_missing_resource: true,
