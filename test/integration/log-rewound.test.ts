@@ -6,20 +6,22 @@
  * stopped. New messages are then stored at positions the partition consumer and the member's inbox
  * already went past: nats-server's consumer waits until the log is past its own position again (so
  * they were never fanned out), and the fan-out's cursors and the SDK's "handled before" check, which
- * go by position, took them for delivered ones.
+ * go by position, took them for delivered ones. And a room log that went another way: its leader
+ * holds, at positions the fan-out delivered from another copy, entries stored earlier than those.
  */
 import assert from 'node:assert/strict';
-import { readdir, readFile, rm, truncate } from 'node:fs/promises';
+import { cp, readdir, readFile, rm, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { streams } from '@parley/contracts';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
+import { encodeJson, headerNames, newId, type RoomMessage, streams } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
 import {
   connectService,
   senderAndReceiver,
   startParley,
+  startServer,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
@@ -65,6 +67,16 @@ async function cutStream(storeDir: string, stream: string, keep: number): Promis
   }
   for (const f of await readdir(msgs)) if (!f.endsWith('.blk')) await rm(join(msgs, f));
   return cut;
+}
+
+/** Replaces the message blocks of a stopped nats-server's `stream` with those in `from` (a stream directory). */
+async function swapBlocks(storeDir: string, stream: string, from: string): Promise<void> {
+  const dir = await streamDir(storeDir, stream);
+  assert.ok(dir, `${stream} is in the store`);
+  const msgs = join(dir, 'msgs');
+  for (const f of await readdir(msgs)) await rm(join(msgs, f));
+  for (const f of await readdir(join(from, 'msgs')))
+    if (f.endsWith('.blk')) await cp(join(from, 'msgs', f), join(msgs, f));
 }
 
 describe('a room log that lost its last entries', () => {
@@ -118,5 +130,86 @@ describe('a room log that lost its last entries', () => {
     const next = await room.send('next');
     await waitFor(() => handled.some((d) => d.message.id === next.id), 'the next message to be handled');
     assert.deepEqual(handled.slice(6).map(text), ['x', 'y', 'z', 'w', 'next']);
+  });
+
+  it('entries its leader stored earlier, at positions delivered from another copy, reach the member', async () => {
+    const { sender, room, handled } = await senderAndReceiver(parley, 'diverged');
+    for (const t of ['1', '2', '3']) await room.send(t);
+    await waitFor(() => handled.length === 3, 'the three messages to be handled');
+    const jsm = await jetstreamManager(nc);
+    const keep = (await jsm.streams.info(streams.rooms)).state.last_seq;
+    const subject = (await jsm.streams.getMessage(streams.rooms, { seq: keep }))?.subject;
+    assert.ok(subject, 'the third message is in the log');
+
+    // The other copy: the log as it is now, on a nats-server of its own, where three messages the
+    // member never gets are stored now — before the ones the member will get at the same positions.
+    const other = await startServer();
+    // nats-server keeps an account's streams under <store>/jetstream/<account>/streams.
+    const otherCopy = join(other.dir, 'n1', 'jetstream', 'jetstream', '$G', 'streams', streams.rooms);
+    try {
+      await other.stopNode(0);
+      await parley.restartNats({
+        whileStopped: async () => {
+          const dir = await streamDir(parley.home.paths.jetstream, streams.rooms);
+          assert.ok(dir);
+          await cp(dir, otherCopy, {
+            recursive: true,
+            filter: (path) => !path.includes('/obs'),
+          });
+        },
+      });
+      await other.restart(0);
+      const onOther = await other.connect();
+      const js = jetstream(onOther);
+      let storedAt = 0;
+      for (const t of ['b4', 'b5', 'b6']) {
+        const message: RoomMessage = {
+          id: newId('message'),
+          room: room.id,
+          sender: { id: sender.id, kind: 'agent' },
+          kind: 'message',
+          parts: [{ type: 'text', text: t }],
+          mentions: [],
+          hop: 0,
+          sentAt: new Date().toISOString(),
+        };
+        const h = headers();
+        h.set(headerNames.kind, message.kind);
+        h.set(headerNames.sender, sender.id);
+        h.set(headerNames.messageId, message.id);
+        await js.publish(subject, encodeJson(message), { msgID: message.id, headers: h });
+        storedAt = Date.now();
+      }
+      await onOther.close();
+      await other.stopNode(0);
+      // Copies of a log store entries at their own times: the member's come more than the
+      // fan-out's 2 s clock margin after the other copy's.
+      await waitFor(() => Date.now() - storedAt > 2_500, 'the other copy to be 2.5 s old');
+
+      const delivered = [];
+      for (const t of ['a4', 'a5', 'a6']) delivered.push(await room.send(t));
+      assert.deepEqual(
+        delivered.map((r) => r.roomSeq),
+        [keep + 1, keep + 2, keep + 3],
+      );
+      await waitFor(() => handled.length === 6, 'the next three messages to be handled');
+
+      // nats-server comes back holding the other copy: b4…b6 where a4…a6 were delivered from.
+      await parley.restartNats({
+        whileStopped: () => swapBlocks(parley.home.paths.jetstream, streams.rooms, otherCopy),
+      });
+      await waitFor(
+        () => handled.length >= 9,
+        () => `the other copy's three messages to be handled (handled: ${handled.map(text).join(', ')})`,
+        30_000,
+      );
+      assert.deepEqual(handled.map(text), ['1', '2', '3', 'a4', 'a5', 'a6', 'b4', 'b5', 'b6']);
+      const next = await room.send('next');
+      assert.equal(next.roomSeq, keep + 4);
+      await waitFor(() => handled.some((d) => d.message.id === next.id), 'the next message to be handled');
+      assert.deepEqual(handled.slice(6).map(text), ['b4', 'b5', 'b6', 'next']);
+    } finally {
+      await other.stop();
+    }
   });
 });

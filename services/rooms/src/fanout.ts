@@ -159,21 +159,30 @@ const PROBE_TIMEOUT_MS = 1_000;
 const PROBE_FOR_MS = 30_000;
 
 /**
- * When the room log lost entries its partition consumer had delivered, the consumer is made again
- * at the entries stored since this long before the last one its worker acknowledged: clocks of the
- * stream's nodes may differ by this much.
+ * When the room log holds none of the entries a worker handled lately at their positions, its
+ * partition consumer is made again at the entries stored since this long before the oldest of them:
+ * clocks of the stream's nodes may differ by this much. (When it holds one, the consumer starts
+ * after the last it holds, by position: see `resumeAt`.)
  */
 const REWOUND_MARGIN_MS = 2_000;
 
-/** Where a partition consumer made again starts: after the log went back, at the entries stored since shortly before `acked`. */
-const rewoundFrom = (acked: LogPoint) => new Date(acked.at - REWOUND_MARGIN_MS).toISOString();
+/** What a worker knows, when it makes its partition consumer again, of what it delivered. */
+interface Delivered {
+  /** Ends of the batches it handled lately, oldest first: the last one it acknowledged last. */
+  recent: readonly LogPoint[];
+  /** An entry it found the room log no longer holds at its position, or could not check. */
+  lost?: LogPoint | undefined;
+}
 
-/** A consumer's deliver policy: from the time `since` (ISO) when given, else from position `start`. */
-const startingAt = (since: string | undefined, start: number) =>
-  since
-    ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: since }
-    : start > 1
-      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start }
+/** Where a partition consumer made again starts: a stream position, or a time (ISO). */
+type StartAt = { start: number; held?: LogPoint } | { since: string };
+
+/** A consumer's deliver policy from a {@link StartAt}. */
+const startingAt = (from: StartAt) =>
+  'since' in from
+    ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.since }
+    : from.start > 1
+      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from.start }
       : { deliver_policy: DeliverPolicy.All };
 
 /**
@@ -213,8 +222,9 @@ export function createFanout(o: FanoutOptions) {
    * delivers elsewhere (another replica held the partition, or it is a pull consumer from an earlier
    * version) or holds unacknowledged entries (a previous owner's: they would come back only after
    * the ack wait, behind newer ones). And when the room log went back under it (see
-   * {@link logWentBack}): it is made again at the entries stored since shortly before the last one
-   * this worker acknowledged (`acked`), delivered again where they were delivered before (the
+   * {@link logWentBack}) or the worker found an entry lost (`delivered.lost`): it is made again after
+   * the last entry the worker handled that the log still holds at its position (see `resumeAt`),
+   * and what the log holds from there is delivered again where it was delivered before (the
    * cursors tell new messages apart); with no such entry (a fresh process), at the log's end as read
    * here — what was stored before this read at positions already delivered is then missed.
    *
@@ -224,16 +234,16 @@ export function createFanout(o: FanoutOptions) {
    * restarting a partition twice on "timeout", its last delivery 8.4 s after the streams answered).
    * A read that times out restarts the worker, which tries again after its backoff. The delete and
    * the add go the same way: an add that timed out but was made is found as it should be next time,
-   * and a delete that was made is followed by an add at the entries stored since shortly before the
-   * last one this worker acknowledged. `rewound` is called when the consumer was made again at a time
-   * (from before a lost entry).
+   * and a delete that was made is followed by an add after the last entry handled that the log
+   * holds. `rewound` is called when the consumer was made again from an entry handled before, with
+   * the entry it starts after (none when it starts at a time).
    */
   async function ensureConsumer(
     p: number,
     stopped: () => boolean,
-    acked: LogPoint | undefined,
+    delivered: Delivered,
     reader: JetStreamManager,
-    rewound: () => void,
+    rewound: (held: LogPoint | undefined) => void,
     recreate: boolean,
   ): Promise<number> {
     const name = partitionConsumer(p);
@@ -247,21 +257,24 @@ export function createFanout(o: FanoutOptions) {
       idle_heartbeat: nanos(PARTITION_IDLE_HEARTBEAT_MS),
       flow_control: true,
     };
+    const acked = delivered.recent.at(-1);
+    const handledAny = acked !== undefined || delivered.lost !== undefined;
+    const logEndOf = async () => (await reader.streams.info(streams.rooms)).state.last_seq;
     const info = await reader.consumers.info(streams.rooms, name).catch((err: unknown) => {
       if (isConsumerNotFound(err)) return undefined;
       throw err;
     });
     if (!info) {
       // Gone while this worker held the partition (a delete whose answer was lost, an operator):
-      // made again at the entries stored since shortly before the last one it acknowledged, as
-      // when the log went back (the delete may have been that recreation's): entries at positions
-      // the log reused are pushed again too, and the cursors tell delivered ones apart.
-      await reader.consumers.add(streams.rooms, { ...base, ...startingAt(acked && rewoundFrom(acked), 1) });
-      if (acked) rewound();
+      // made again after the last entry handled that the log holds, as when the log went back (the
+      // delete may have been that recreation's).
+      const from: StartAt = handledAny ? await resumeAt(reader, delivered, logEndOf) : { start: 1 };
+      await reader.consumers.add(streams.rooms, { ...base, ...startingAt(from) });
+      if (handledAny) rewound('held' in from ? from.held : undefined);
       return 0;
     }
-    const logEnd = (await reader.streams.info(streams.rooms)).state.last_seq;
-    const wentBack = await logWentBack(reader, info, logEnd, acked);
+    const logEnd = await logEndOf();
+    const wentBack = delivered.lost !== undefined || (await logWentBack(reader, info, logEnd, acked));
     // The heartbeat must be the one the worker expects (a consumer from an earlier version has 5 s:
     // the worker would count every second without one as missed). A consumer that held entries
     // and pushed none to a bound subscription is made again (`recreate`): subscribing again did not
@@ -276,8 +289,11 @@ export function createFanout(o: FanoutOptions) {
       info.num_ack_pending === 0
     )
       return info.delivered.consumer_seq;
-    const start = Math.min(info.ack_floor.stream_seq, logEnd) + 1;
-    const since = wentBack && acked ? rewoundFrom(acked) : undefined;
+    const rewinds = wentBack && handledAny;
+    const from: StartAt = rewinds
+      ? await resumeAt(reader, delivered, async () => logEnd)
+      : { start: Math.min(info.ack_floor.stream_seq, logEnd) + 1 };
+    const where = 'since' in from ? { since: from.since } : { start: from.start };
     if (wentBack)
       log.warn(
         {
@@ -285,7 +301,8 @@ export function createFanout(o: FanoutOptions) {
           delivered: info.delivered.stream_seq,
           logEnd,
           acked: acked?.seq ?? null,
-          ...(since ? { since } : { start }),
+          lost: delivered.lost?.seq ?? null,
+          ...where,
         },
         'the room log went back under its partition consumer (JetStream lost entries it had delivered): the consumer is made again, so new entries at positions delivered before reach their recipients',
       );
@@ -293,19 +310,53 @@ export function createFanout(o: FanoutOptions) {
     // pointing the consumer back at itself stole the next holder's deliveries.
     if (stopped()) throw new Error('stopped');
     await reader.consumers.delete(streams.rooms, name);
-    await reader.consumers.add(streams.rooms, { ...base, ...startingAt(since, start) });
-    if (since) rewound();
+    await reader.consumers.add(streams.rooms, { ...base, ...startingAt(from) });
+    if (rewinds) rewound('held' in from ? from.held : undefined);
     log.info(
       {
         partition: p,
-        ...(since ? { since } : { start }),
+        ...where,
         from: info.config.deliver_subject ?? 'pull',
         pending: info.num_ack_pending,
         ...(recreate ? { why: STALLED } : {}),
       },
-      since ? 'partition consumer recreated at a time' : 'partition consumer recreated at its ack floor',
+      'since' in from
+        ? 'partition consumer recreated at a time'
+        : rewinds
+          ? 'partition consumer recreated after the last entry handled that the room log holds'
+          : 'partition consumer recreated at its ack floor',
     );
     return 0;
+  }
+
+  /**
+   * Where a partition consumer made again after a loss starts: after the last of the entries the
+   * worker handled lately that the room log still holds at its position (found by bisection: a log
+   * that went another way keeps what it held up to there, so the entries it holds come before those
+   * it lost), by position. Not at a time: a room log's copies store entries at different times, and
+   * a consumer made again at a time from before the lost entry passed over what the leader had
+   * stored at the lost positions earlier than that (chaos test, after a SIGSTOP: a partition
+   * consumer pushed from a node that kept another copy of the log; made again 2 s before the lost
+   * entry was stored, it skipped the leader's entries from 41 positions back, and one message never
+   * reached its room). When the log holds none of them, at a time shortly before the oldest.
+   */
+  async function resumeAt(
+    jsm: JetStreamManager,
+    delivered: Delivered,
+    logEnd: () => Promise<number>,
+  ): Promise<StartAt> {
+    const { recent } = delivered;
+    let held = 0;
+    let lost = recent.length;
+    while (held < lost) {
+      const mid = (held + lost) >> 1;
+      if (await lostAt(jsm, recent[mid] as LogPoint, logEnd)) lost = mid;
+      else held = mid + 1;
+    }
+    const last = recent[held - 1];
+    if (last) return { start: last.seq + 1, held: last };
+    const oldest = recent[0] ?? delivered.lost;
+    return oldest ? { since: new Date(oldest.at - REWOUND_MARGIN_MS).toISOString() } : { start: 1 };
   }
 
   /**
@@ -855,7 +906,8 @@ export function createFanout(o: FanoutOptions) {
     // 30 s: after a leader election of the room log, the one stored before it is checked.
     let acked: LogPoint | undefined;
     const recent: LogPoint[] = [];
-    // An entry the room log lost (seen after an election): the consumer is made again from it.
+    // An entry the room log lost, or that could not be checked (seen after an election): the
+    // consumer is made again after the last entry handled that the log holds (see `resumeAt`).
     let lostPoint: LogPoint | undefined;
     // The batch in hand: an election during it is checked against its entries too.
     let inHand: JsMsg[] = [];
@@ -902,8 +954,8 @@ export function createFanout(o: FanoutOptions) {
      * stream named it current: the consumer, made again with that node as its leader, pushed the old
      * messages at their positions (lost from the log, and from the sends' answers) instead of those
      * the log holds, which never reached their recipients (chaos test). When the log holds another
-     * message there, the consumer is made again from the last entry confirmed before (with a new
-     * leader, chosen again) and the cursors deliver what the log holds.
+     * message there, the consumer is made again after the last entry handled that the log holds
+     * (see `resumeAt`; with a new leader, chosen again) and the cursors deliver what the log holds.
      */
     const sample = async (sub: NonNullable<typeof live>, point: LogPoint) => {
       sampling = true;
@@ -912,12 +964,11 @@ export function createFanout(o: FanoutOptions) {
         const lost = await lostFromLog(point);
         if (lost === false) confirmed = point;
         if (!lost || stopped || sub !== live) return;
-        const from = confirmed && confirmed.at < point.at ? confirmed.at : point.at;
         plog.warn(
-          { pushed: point.seq, id: point.id ?? null, since: new Date(from).toISOString() },
+          { pushed: point.seq, id: point.id ?? null },
           "the partition consumer pushed an entry the room log's leader does not hold at that position (the consumer's node kept another copy of the log): making it again",
         );
-        lostPoint = { ...point, at: from };
+        lostPoint = point;
         kick(sub, 'the partition consumer pushed an entry the room log does not hold');
       } finally {
         sampling = false;
@@ -1036,15 +1087,16 @@ export function createFanout(o: FanoutOptions) {
             lastDelivery: await ensureConsumer(
               p,
               () => stopped,
-              lostPoint ?? acked,
+              { recent, lost: lostPoint },
               await probeOf(conn),
-              () => {
-                // Made again from before a lost entry: what this worker acknowledged from there on is
-                // delivered again, and the lost entry must not be checked again (every check would find
-                // it lost and make the consumer again, for good).
-                acked = undefined;
+              (held) => {
+                // Made again after `held` (in the log), or at a time: what this worker acknowledged
+                // after it is delivered again, and the lost entry must not be checked again (every
+                // check would find it lost and make the consumer again, for good).
+                acked = held;
                 recent.length = 0;
-                confirmed = undefined;
+                if (held) recent.push(held);
+                confirmed = held;
                 idleChecked = undefined;
               },
               restartedFor === STALLED,
@@ -1193,7 +1245,8 @@ export function createFanout(o: FanoutOptions) {
      * stored and pushed (nats-server 2.9.10 after a partition or a pause), and the consumer's
      * position, kept apart, stays past them. The last entry pushed before the election (acknowledged,
      * or in the batch in hand) is checked (see {@link logWentBack}) while JetStream answers, for up to PROBE_FOR_MS; when the
-     * log lost it, the worker starts over and the consumer is made again from it.
+     * log lost it, the worker starts over and the consumer is made again after the last entry
+     * handled that the log holds.
      */
     const leaderElected = async (at: number) => {
       // The batch in hand counts: it was pushed before its acknowledgement, maybe by the old leader.
@@ -1201,7 +1254,7 @@ export function createFanout(o: FanoutOptions) {
       if (!point || !(await confirm(point))) return;
       plog.warn(
         { lost: point.seq, at: new Date(point.at).toISOString() },
-        'the room log lost an entry pushed to this partition before its leader election: starting over from it',
+        'the room log lost an entry pushed to this partition before its leader election: starting over',
       );
       lostPoint = point;
       if (live) kick(live, 'the room log lost entries after a leader election');
