@@ -122,7 +122,7 @@ export async function cpuDuring<T>(pids: Record<string, number | undefined>, fn:
 export async function profiled<T>(dir: string | undefined, name: string, fn: () => Promise<T>): Promise<T> {
   if (!dir) return fn();
   const { Session } = await import('node:inspector/promises');
-  const { writeFile } = await import('node:fs/promises');
+  const { mkdir, writeFile } = await import('node:fs/promises');
   const session = new Session();
   session.connect();
   await session.post('Profiler.enable');
@@ -131,6 +131,8 @@ export async function profiled<T>(dir: string | undefined, name: string, fn: () 
     return await fn();
   } finally {
     const { profile } = await session.post('Profiler.stop');
+    // The directory may not exist yet: the services' --cpu-prof makes it only when they exit.
+    await mkdir(dir, { recursive: true });
     await writeFile(`${dir}/${name}.cpuprofile`, JSON.stringify(profile));
     session.disconnect();
   }
