@@ -150,9 +150,9 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
     });
     try {
       // A recording span is made active around the send, so what the guards call joins its trace.
-      // A non-recording one (propagate mode, an unsampled sender) is only passed along: entering an
-      // OpenTelemetry context (AsyncLocalStorage) per send cost the services ~6% of their CPU in
-      // `pnpm bench`, for a trace nobody keeps.
+      // A non-recording one (propagate mode, an unsampled sender) is only passed to the trace
+      // fields: entering an OpenTelemetry context (AsyncLocalStorage) per send is work for a trace
+      // nobody keeps (its saving was within the bench's run-to-run spread).
       const duplicate = span?.isRecording()
         ? await runInSpan(span, () => accept(msg, span), parent)
         : await accept(msg, span, span && otelApi?.trace.setSpan(parent, span)).finally(() => span?.end());
