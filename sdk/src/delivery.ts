@@ -228,6 +228,12 @@ const SEEN_CAPACITY = 20_000;
 const BACKFILL_RETRY_MS = 60_000;
 const decoder = new TextDecoder();
 
+/** What a backfill handed out of a hole, and the retention gap it could not tell on a delivery. */
+interface Filled {
+  handedOut: Set<string>;
+  gap?: RetentionGap;
+}
+
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
 interface Queued {
   delivery: PulledDelivery;
@@ -569,8 +575,16 @@ export class DeliveryEngine {
         done();
         return;
       }
-      const gap =
+      const filled =
         last !== undefined && prev > last ? await this.#backfillRetrying(room, last, roomSeq) : undefined;
+      if (filled?.handedOut.has(id)) {
+        // The backfill handed out this message from an earlier position (the room log holds it twice:
+        // a JetStream fault, or a history read from a copy that went another way).
+        m.ack();
+        done();
+        return;
+      }
+      const gap = filled?.gap;
       const delivery: Delivery = {
         message,
         room,
@@ -658,7 +672,7 @@ export class DeliveryEngine {
    * message that revealed the gap ran out of them and was dead-lettered. Gives up after
    * BACKFILL_RETRY_MS: then the message is nak'ed like a handler failure.
    */
-  async #backfillRetrying(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
+  async #backfillRetrying(room: string, after: number, before: number): Promise<Filled> {
     const until = Date.now() + BACKFILL_RETRY_MS;
     for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
       try {
@@ -672,11 +686,12 @@ export class DeliveryEngine {
   }
 
   /**
-   * Hands out what history holds of a hole in the inbox; resolves with the retention gap when it
-   * could not be told on a backfilled delivery (history held nothing of the hole).
+   * Hands out what history holds of a hole in the inbox; resolves with the ids handed out and the
+   * retention gap when it could not be told on a backfilled delivery (history held nothing of the hole).
    */
-  async #backfill(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
+  async #backfill(room: string, after: number, before: number): Promise<Filled> {
     const found = await this.backfill(room, after, before);
+    const handedOut = new Set<string>();
     let gap = found.gap;
     if (gap) {
       // Also told to the error listeners: a participant without a handler for what came first
@@ -692,7 +707,8 @@ export class DeliveryEngine {
       );
     }
     for (const e of found.entries) {
-      if (this.#seen.has(e.message.id)) continue;
+      if (this.#seen.has(e.message.id) || handedOut.has(e.message.id)) continue;
+      handedOut.add(e.message.id);
       const delivery: Delivery = {
         message: e.message,
         room,
@@ -710,7 +726,7 @@ export class DeliveryEngine {
       await this.#dispatch(delivery);
       this.#remember(e.message.id);
     }
-    return gap;
+    return { handedOut, ...(gap ? { gap } : {}) };
   }
 
   /**

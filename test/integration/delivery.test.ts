@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { CursorStore, Delivery } from '@parley/sdk';
-import { startParley, type TestParley, waitFor } from '@parley/test/harness';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { streams } from '@parley/contracts';
+import type { Agent, CursorStore, Delivery } from '@parley/sdk';
+import {
+  connectService,
+  memoryCursorStore,
+  startParley,
+  type TestParley,
+  waitFor,
+} from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
@@ -126,5 +134,100 @@ describe('SDK delivery', () => {
     await waitFor(() => answers.length === 1, 'the answer');
     assert.equal(answers[0]?.message.causedBy, q.id);
     assert.equal(answers[0]?.message.hop, 3);
+  });
+});
+
+describe('SDK delivery: a message the room log holds at two positions', () => {
+  let parley: TestParley;
+  before(async () => {
+    // An inbox keeps one entry per (participant, room), and the dedupe window is short, so the
+    // fan-out stores the second copy in the inbox.
+    parley = await startParley({ backbone: { inboxMaxMsgsPerSubject: 1, duplicateWindowMs: 1_000 } });
+  });
+  after(async () => {
+    await parley?.destroy();
+  });
+
+  /**
+   * What a JetStream fault can leave (a retried send stored twice, a history read from a copy that
+   * went another way): the same message at two positions, the first reaching the member only through
+   * the backfill that its second copy set off. The second was then handed out again. Returns the
+   * (text, position, backfilled) of each delivery, and the two positions.
+   */
+  async function twice(mode: 'handlers' | 'pull') {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds, { presence: false });
+    const store = memoryCursorStore();
+    const got: Delivery[] = [];
+    const connectMember = async () => {
+      const agent = await parley.connect(r.creds, {
+        presence: false,
+        delivery: { mode, cursorStore: store },
+      });
+      if (mode === 'handlers') {
+        agent.on('message', (d) => {
+          got.push(d);
+        });
+        await agent.listening;
+      }
+      return agent;
+    };
+    /** Pull mode: acknowledged batches until `until` was handed out. */
+    const pullUntil = async (agent: Agent, until: () => boolean) => {
+      while (!until()) {
+        const batch = await agent.pull();
+        got.push(...batch.deliveries.filter((d) => d.event === 'message'));
+        await batch.ack();
+      }
+    };
+    const first = await connectMember();
+    const room = await sender.rooms.create('twice', { members: [r.id] });
+    await room.send('m0');
+    if (mode === 'pull') await pullUntil(first, () => got.length === 1);
+    await waitFor(() => got.length === 1, 'the first message');
+    await first.close();
+
+    const sent = await room.send('m1');
+    const sentAt = Date.now();
+    const nc = await connectService(parley);
+    let copy: number;
+    try {
+      const stored = await (await jetstreamManager(nc)).streams.getMessage(streams.rooms, {
+        seq: sent.roomSeq,
+      });
+      assert.ok(stored, 'm1 is in the room log');
+      // Past the dedupe window, the same entry once more.
+      await waitFor(() => Date.now() - sentAt > 1_500, 'the dedupe window to pass');
+      copy = (await jetstream(nc).publish(stored.subject, stored.data, { headers: stored.header })).seq;
+    } finally {
+      await nc.close();
+    }
+    assert.ok(copy > sent.roomSeq);
+
+    const back = await connectMember();
+    const next = await room.send('m2');
+    const arrived = () => got.some((d) => d.message.id === next.id);
+    if (mode === 'pull') await pullUntil(back, arrived);
+    await waitFor(arrived, 'the message after them');
+    await back.close();
+    return {
+      got: got.map((d) => [text(d), d.roomSeq, d.backfilled]),
+      want: [
+        ['m0', sent.roomSeq - 1, false],
+        ['m1', sent.roomSeq, true],
+        ['m2', next.roomSeq, false],
+      ],
+    };
+  }
+
+  it('is handled once, also when its first copy comes from history', async () => {
+    const { got, want } = await twice('handlers');
+    assert.deepEqual(got, want);
+  });
+
+  it('is handed out once in pull mode, also when its first copy comes from history', async () => {
+    const { got, want } = await twice('pull');
+    assert.deepEqual(got, want);
   });
 });
