@@ -7,8 +7,10 @@
  * subscription, no Error built per completed request), the same stream settings, the same
  * partitioned, batched fan-out, and the same
  * topology and push/pull choice as Parley: durable push consumers (flow control, idle heartbeats)
- * for the inboxes and the partitions, room writes on one connection, the fan-out on two others,
- * one connection per member.
+ * for the inboxes and the partitions, the fan-out on two connections of its own, one connection per
+ * member, and each room written by one of its members over that member's own connection (as a
+ * Parley agent sends over its own; with every room write on one connection, the baseline's 256
+ * writes in flight shared one socket's batched reads and writes where Parley's senders have 100).
  */
 import {
   AckPolicy,
@@ -198,12 +200,19 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     }),
   );
 
-  const pub = new JsPublisher(nc, '_INBOX.bench');
-  await pub.start();
+  // Room r is written by its first member, over that member's connection.
+  const senders = await Promise.all(
+    members.map(async (_, r) => {
+      const js = new JsPublisher(memberConns[r * o.membersPerRoom] as NatsConnection, '_INBOX.bench');
+      await js.start();
+      return js;
+    }),
+  );
   const payload = new Uint8Array(o.payloadBytes).fill(120);
   let sent = 0;
-  const publish = (js: JsPublisher, i: number) => {
+  const publish = (i: number) => {
     const room = i % o.rooms;
+    const js = senders[room] as JsPublisher;
     const h = headers();
     h.set('t', String(performance.now()));
     // As Parley's ingress: the room write carries a message id, so a retry is stored once.
@@ -227,7 +236,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     async throughput(messages) {
       const before = delivered;
       const t0 = performance.now();
-      await windowed(messages, o.window, (i) => publish(pub, i));
+      await windowed(messages, o.window, (i) => publish(i));
       await waitDelivered(before + messages * o.membersPerRoom);
       const perSec = Math.round((messages * o.membersPerRoom) / ((performance.now() - t0) / 1000));
       progress(`raw: ${perSec} deliveries/s`);
@@ -237,7 +246,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
       const before = delivered;
       latencies = [];
       const count = Math.round(ratePerSec * seconds);
-      await atRate(count, ratePerSec, (i) => void publish(pub, i));
+      await atRate(count, ratePerSec, (i) => void publish(i));
       await waitDelivered(before + count * o.membersPerRoom);
       const endToEnd = tail(latencies);
       latencies = undefined;
@@ -247,7 +256,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     async close() {
       for (const f of fanouts) await f();
       for (const it of iters) await it.close();
-      for (const fp of [pub, ...fanPublishers]) fp.close();
+      for (const fp of [...senders, ...fanPublishers]) fp.close();
       await Promise.all([...memberConns, ...fanConns].map((c) => c.close()));
       for (const name of ['BENCH_ROOMS', 'BENCH_INBOX'])
         await jsm.streams.delete(name).catch(() => undefined);
