@@ -5,9 +5,9 @@
  * against its bound; the tests themselves only report it (speed is never a pass/fail test here).
  */
 import { appendFile } from 'node:fs/promises';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
-import { inboxStreams, streams } from '@parley/contracts';
+import { buckets, inboxStreams, streams } from '@parley/contracts';
 
 /** One delivery: when its message was accepted and when a member's handler got it (ms since the epoch). */
 export interface TimedDelivery {
@@ -40,15 +40,18 @@ export async function reportRecovery(
   );
 }
 
-/**
- * When the room log and the inbox stream answer again after a restart (each has a leader that
- * answers its info), in ms since the epoch, or undefined if they did not within `timeoutMs`. How
- * much of a recovery figure is nats-server's own (electing JetStream's leaders), and how much is
- * Parley's: a delivery cannot be faster than the streams it goes through.
- */
-export async function whenStreamsAnswer(
+/** What a recovery probe asks: whether one stream or consumer answers with a leader. */
+type Probe = (jsm: JetStreamManager) => Promise<boolean>;
+
+/** Whether `info` (of a stream or a consumer) came back, from a leader when it is replicated. */
+const led = (info: { cluster?: { leader?: string } } | undefined) =>
+  info !== undefined && (!info.cluster || info.cluster.leader !== undefined);
+
+/** When every probe answers at once after a restart (ms since the epoch), or undefined after `timeoutMs`. */
+async function whenAnswering(
   parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
-  timeoutMs = 120_000,
+  probes: Probe[],
+  timeoutMs: number,
 ): Promise<number | undefined> {
   const nc = await connect({
     servers: parley.natsUrl.split(','),
@@ -58,18 +61,45 @@ export async function whenStreamsAnswer(
   });
   try {
     const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 1_000 });
-    const answers = async (name: string) => {
-      const info = await jsm.streams.info(name).catch(() => undefined);
-      return info !== undefined && (!info.cluster || info.cluster.leader !== undefined);
-    };
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      if ((await Promise.all([streams.rooms, ...inboxStreams()].map(answers))).every(Boolean))
-        return Date.now();
+      if ((await Promise.all(probes.map((p) => p(jsm).catch(() => false)))).every(Boolean)) return Date.now();
       await new Promise((r) => setTimeout(r, 50));
     }
     return undefined;
   } finally {
     await nc.close();
   }
+}
+
+/**
+ * When the room log and the inbox streams answer again after a restart (each has a leader that
+ * answers its info), in ms since the epoch, or undefined if they did not within `timeoutMs`. How
+ * much of a recovery figure is nats-server's own (electing JetStream's leaders), and how much is
+ * Parley's: a delivery cannot be faster than the streams it goes through.
+ */
+export function whenStreamsAnswer(
+  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
+  timeoutMs = 120_000,
+): Promise<number | undefined> {
+  return whenAnswering(
+    parley,
+    [streams.rooms, ...inboxStreams()].map((name) => async (jsm) => led(await jsm.streams.info(name))),
+    timeoutMs,
+  );
+}
+
+/**
+ * When the fan-out's lease bucket answers again after a restart (its stream has a leader): leases
+ * lapse while the backbone is down, and no partition is fanned out before its lease is taken again.
+ */
+export function whenLeasesAnswer(
+  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
+  timeoutMs = 120_000,
+): Promise<number | undefined> {
+  return whenAnswering(
+    parley,
+    [async (jsm) => led(await jsm.streams.info(`KV_${buckets.leases}`))],
+    timeoutMs,
+  );
 }

@@ -11,6 +11,7 @@ import {
   startParley,
   type TestParley,
   waitFor,
+  whenLeasesAnswer,
   whenStreamsAnswer,
   worstDelayAfterRecovery,
 } from '@parley/test/harness';
@@ -45,6 +46,7 @@ describe('reliability: nats-server killed -9 under traffic', () => {
     const kills: { at: number; restartedMs: number }[] = [];
     let lastRestartAt = 0;
     let streamsBack: Promise<number | undefined> = Promise.resolve(undefined);
+    let leasesBack: Promise<number | undefined> = Promise.resolve(undefined);
     const chaos = (async () => {
       for (const threshold of [2_000, 6_000]) {
         await waitFor(() => acceptedCount >= threshold, `${threshold} accepted messages`, 120_000);
@@ -52,6 +54,7 @@ describe('reliability: nats-server killed -9 under traffic', () => {
         await parley.restartNats({ kill: true });
         lastRestartAt = Date.now();
         streamsBack = whenStreamsAnswer(parley);
+        leasesBack = whenLeasesAnswer(parley);
         kills.push({ at: acceptedCount, restartedMs: Date.now() - t0 });
       }
     })();
@@ -100,6 +103,7 @@ describe('reliability: nats-server killed -9 under traffic', () => {
     // The figure counts from the restart; JetStream electing its leaders is part of it, so the
     // report also says when the streams answered again and the worst delivery counted from then.
     const backAt = await streamsBack;
+    const leasesAt = await leasesBack;
     await reportRecovery('nats-server kill -9', worstDelayAfterRecovery(timed(members), lastRestartAt), {
       worst: slowest(members, lastRestartAt),
       ...(backAt === undefined
@@ -107,7 +111,10 @@ describe('reliability: nats-server killed -9 under traffic', () => {
         : {
             streamsAnswerMs: backAt - lastRestartAt,
             afterStreamsAnswerMs: worstDelayAfterRecovery(timed(members), backAt),
+            // Where the delivery judged against the bound spent its time (ms relative to then).
+            worstAfterStreams: slowest(members, backAt),
           }),
+      ...(leasesAt === undefined ? {} : { leasesAnswerMs: leasesAt - lastRestartAt }),
     });
   });
 });
