@@ -255,6 +255,8 @@ export class DeliveryEngine {
   // Pull mode: queued in order, the batch handed out, and who waits for either to change.
   readonly #ready: Queued[] = [];
   #claimed: Queued[] | undefined;
+  // The ids of what is queued or handed out and not acknowledged.
+  readonly #held = new Set<string>();
   #wakeups = new Set<() => void>();
 
   constructor(
@@ -360,6 +362,7 @@ export class DeliveryEngine {
     await Promise.allSettled([...this.#inflight]);
     for (const q of [...(this.#claimed ?? []), ...this.#ready.splice(0)]) q.msg?.nak();
     this.#claimed = undefined;
+    this.#held.clear();
     this.#wake();
   }
 
@@ -413,6 +416,7 @@ export class DeliveryEngine {
         for (const q of items) {
           last.set(q.delivery.room, Math.max(last.get(q.delivery.room) ?? 0, q.delivery.roomSeq));
           this.#remember(q.delivery.message.id);
+          this.#held.delete(q.delivery.message.id);
         }
         this.#wake();
         try {
@@ -438,6 +442,7 @@ export class DeliveryEngine {
 
   #enqueue(q: Queued): void {
     this.#ready.push(q);
+    this.#held.add(q.delivery.message.id);
     this.options.onQueued?.(q.delivery);
     this.#wake();
   }
@@ -599,7 +604,11 @@ export class DeliveryEngine {
         unqueue();
         this.#lastSeq.set(room, Math.max(this.#lastSeq.get(room) ?? 0, roomSeq));
         const event = this.#classify(delivery);
-        if (event) {
+        if (this.#held.has(id)) {
+          // Its copy from an earlier position is queued or handed out and not acknowledged yet (push
+          // mode remembers a message once handled, before the next entry is looked at).
+          m.ack();
+        } else if (event) {
           this.#enqueue({ delivery: { ...delivery, event }, msg: m });
         } else {
           m.ack();
@@ -707,7 +716,8 @@ export class DeliveryEngine {
       );
     }
     for (const e of found.entries) {
-      if (this.#seen.has(e.message.id) || handedOut.has(e.message.id)) continue;
+      if (this.#seen.has(e.message.id) || this.#held.has(e.message.id) || handedOut.has(e.message.id))
+        continue;
       handedOut.add(e.message.id);
       const delivery: Delivery = {
         message: e.message,

@@ -230,4 +230,42 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
     const { got, want } = await twice('pull');
     assert.deepEqual(got, want);
   });
+
+  it('is handed out once in pull mode when both copies are queued before a pull', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds, { presence: false });
+    const queued: string[] = [];
+    const reader = await parley.connect(r.creds, {
+      presence: false,
+      delivery: { mode: 'pull', onQueued: (d) => void queued.push(d.message.id) },
+    });
+    await reader.listen();
+    const room = await sender.rooms.create('twice queued', { members: [r.id] });
+    const sent = await room.send('m1');
+    const sentAt = Date.now();
+    await waitFor(() => queued.includes(sent.id), 'm1 to be queued');
+    const nc = await connectService(parley);
+    try {
+      const stored = await (await jetstreamManager(nc)).streams.getMessage(streams.rooms, {
+        seq: sent.roomSeq,
+      });
+      assert.ok(stored, 'm1 is in the room log');
+      await waitFor(() => Date.now() - sentAt > 1_500, 'the dedupe window to pass');
+      await jetstream(nc).publish(stored.subject, stored.data, { headers: stored.header });
+    } finally {
+      await nc.close();
+    }
+    // The copy comes before m2 in the log, so it was looked at once m2 is queued.
+    const next = await room.send('m2');
+    await waitFor(() => queued.includes(next.id), 'm2 to be queued');
+    const got: string[] = [];
+    while (!got.includes('m2')) {
+      const batch = await reader.pull();
+      got.push(...batch.deliveries.filter((d) => d.event === 'message').map(text));
+      await batch.ack();
+    }
+    assert.deepEqual(got, ['m1', 'm2']);
+    await reader.close();
+  });
 });
