@@ -228,12 +228,6 @@ const SEEN_CAPACITY = 20_000;
 const BACKFILL_RETRY_MS = 60_000;
 const decoder = new TextDecoder();
 
-/** What a backfill handed out of a hole, and the retention gap it could not tell on a delivery. */
-interface Filled {
-  handedOut: Set<string>;
-  gap?: RetentionGap;
-}
-
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
 interface Queued {
   delivery: PulledDelivery;
@@ -580,16 +574,16 @@ export class DeliveryEngine {
         done();
         return;
       }
-      const filled =
+      const gap =
         last !== undefined && prev > last ? await this.#backfillRetrying(room, last, roomSeq) : undefined;
-      if (filled?.handedOut.has(id)) {
-        // The backfill handed out this message from an earlier position (the room log holds it twice:
-        // a JetStream fault, or a history read from a copy that went another way).
+      if (this.#seen.has(id) || this.#held.has(id)) {
+        // Handed out from an earlier position (the room log holds it twice: a JetStream fault, or a
+        // history read from a copy that went another way): by the backfill just now, or in pull mode
+        // queued and not acknowledged yet.
         m.ack();
         done();
         return;
       }
-      const gap = filled?.gap;
       const delivery: Delivery = {
         message,
         room,
@@ -604,11 +598,7 @@ export class DeliveryEngine {
         unqueue();
         this.#lastSeq.set(room, Math.max(this.#lastSeq.get(room) ?? 0, roomSeq));
         const event = this.#classify(delivery);
-        if (this.#held.has(id)) {
-          // Its copy from an earlier position is queued or handed out and not acknowledged yet (push
-          // mode remembers a message once handled, before the next entry is looked at).
-          m.ack();
-        } else if (event) {
+        if (event) {
           this.#enqueue({ delivery: { ...delivery, event }, msg: m });
         } else {
           m.ack();
@@ -681,7 +671,7 @@ export class DeliveryEngine {
    * message that revealed the gap ran out of them and was dead-lettered. Gives up after
    * BACKFILL_RETRY_MS: then the message is nak'ed like a handler failure.
    */
-  async #backfillRetrying(room: string, after: number, before: number): Promise<Filled> {
+  async #backfillRetrying(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
     const until = Date.now() + BACKFILL_RETRY_MS;
     for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
       try {
@@ -695,12 +685,12 @@ export class DeliveryEngine {
   }
 
   /**
-   * Hands out what history holds of a hole in the inbox; resolves with the ids handed out and the
-   * retention gap when it could not be told on a backfilled delivery (history held nothing of the hole).
+   * Hands out what history holds of a hole in the inbox (remembered, or in pull mode held, at once);
+   * resolves with the retention gap when it could not be told on a backfilled delivery (history held
+   * nothing of the hole).
    */
-  async #backfill(room: string, after: number, before: number): Promise<Filled> {
+  async #backfill(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
     const found = await this.backfill(room, after, before);
-    const handedOut = new Set<string>();
     let gap = found.gap;
     if (gap) {
       // Also told to the error listeners: a participant without a handler for what came first
@@ -716,9 +706,7 @@ export class DeliveryEngine {
       );
     }
     for (const e of found.entries) {
-      if (this.#seen.has(e.message.id) || this.#held.has(e.message.id) || handedOut.has(e.message.id))
-        continue;
-      handedOut.add(e.message.id);
+      if (this.#seen.has(e.message.id) || this.#held.has(e.message.id)) continue;
       const delivery: Delivery = {
         message: e.message,
         room,
@@ -736,7 +724,7 @@ export class DeliveryEngine {
       await this.#dispatch(delivery);
       this.#remember(e.message.id);
     }
-    return { handedOut, ...(gap ? { gap } : {}) };
+    return gap;
   }
 
   /**

@@ -5,7 +5,7 @@
  * against its bound; the tests themselves only report it (speed is never a pass/fail test here).
  */
 import { appendFile } from 'node:fs/promises';
-import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { buckets, inboxStreams, streams } from '@parley/contracts';
 
@@ -40,18 +40,16 @@ export async function reportRecovery(
   );
 }
 
-/** What a recovery probe asks: whether one stream or consumer answers with a leader. */
-type Probe = (jsm: JetStreamManager) => Promise<boolean>;
-
-/** Whether `info` (of a stream or a consumer) came back, from a leader when it is replicated. */
-const led = (info: { cluster?: { leader?: string } } | undefined) =>
-  info !== undefined && (!info.cluster || info.cluster.leader !== undefined);
-
-/** When every probe answers at once after a restart (ms since the epoch), or undefined after `timeoutMs`. */
-async function whenAnswering(
+/**
+ * When the streams `names` (default: the room log and the inbox streams) answer again after a
+ * restart (each has a leader that answers its info), in ms since the epoch, or undefined if they did
+ * not within `timeoutMs`. How much of a recovery figure is nats-server's own (electing JetStream's
+ * leaders), and how much is Parley's: a delivery cannot be faster than the streams it goes through.
+ */
+export async function whenStreamsAnswer(
   parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
-  probes: Probe[],
-  timeoutMs: number,
+  names: string[] = [streams.rooms, ...inboxStreams()],
+  timeoutMs = 120_000,
 ): Promise<number | undefined> {
   const nc = await connect({
     servers: parley.natsUrl.split(','),
@@ -61,9 +59,13 @@ async function whenAnswering(
   });
   try {
     const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 1_000 });
+    const answers = async (name: string) => {
+      const info = await jsm.streams.info(name).catch(() => undefined);
+      return info !== undefined && (!info.cluster || info.cluster.leader !== undefined);
+    };
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      if ((await Promise.all(probes.map((p) => p(jsm).catch(() => false)))).every(Boolean)) return Date.now();
+      if ((await Promise.all(names.map(answers))).every(Boolean)) return Date.now();
       await new Promise((r) => setTimeout(r, 50));
     }
     return undefined;
@@ -73,33 +75,7 @@ async function whenAnswering(
 }
 
 /**
- * When the room log and the inbox streams answer again after a restart (each has a leader that
- * answers its info), in ms since the epoch, or undefined if they did not within `timeoutMs`. How
- * much of a recovery figure is nats-server's own (electing JetStream's leaders), and how much is
- * Parley's: a delivery cannot be faster than the streams it goes through.
+ * The stream of the fan-out's lease bucket: leases lapse while the backbone is down, and no
+ * partition is fanned out before its lease is taken again (see {@link whenStreamsAnswer}).
  */
-export function whenStreamsAnswer(
-  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
-  timeoutMs = 120_000,
-): Promise<number | undefined> {
-  return whenAnswering(
-    parley,
-    [streams.rooms, ...inboxStreams()].map((name) => async (jsm) => led(await jsm.streams.info(name))),
-    timeoutMs,
-  );
-}
-
-/**
- * When the fan-out's lease bucket answers again after a restart (its stream has a leader): leases
- * lapse while the backbone is down, and no partition is fanned out before its lease is taken again.
- */
-export function whenLeasesAnswer(
-  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
-  timeoutMs = 120_000,
-): Promise<number | undefined> {
-  return whenAnswering(
-    parley,
-    [async (jsm) => led(await jsm.streams.info(`KV_${buckets.leases}`))],
-    timeoutMs,
-  );
-}
+export const leaseStream = `KV_${buckets.leases}`;

@@ -149,10 +149,28 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
   });
 
   /**
+   * Stores the room-log entry of `sent` once more, past the dedupe window counted from `sentAt`
+   * (as a JetStream fault can leave it); returns the copy's position.
+   */
+  async function storeAgain(sent: { roomSeq: number }, sentAt: number): Promise<number> {
+    const nc = await connectService(parley);
+    try {
+      const stored = await (await jetstreamManager(nc)).streams.getMessage(streams.rooms, {
+        seq: sent.roomSeq,
+      });
+      assert.ok(stored, 'the message is in the room log');
+      await waitFor(() => Date.now() - sentAt > 1_500, 'the dedupe window to pass');
+      return (await jetstream(nc).publish(stored.subject, stored.data, { headers: stored.header })).seq;
+    } finally {
+      await nc.close();
+    }
+  }
+
+  /**
    * What a JetStream fault can leave (a retried send stored twice, a history read from a copy that
    * went another way): the same message at two positions, the first reaching the member only through
    * the backfill that its second copy set off. The second was then handed out again. Returns the
-   * (text, position, backfilled) of each delivery, and the two positions.
+   * (text, position, backfilled) of each delivery, and what they should be.
    */
   async function twice(mode: 'handlers' | 'pull') {
     const s = await parley.participant();
@@ -189,20 +207,7 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
     await first.close();
 
     const sent = await room.send('m1');
-    const sentAt = Date.now();
-    const nc = await connectService(parley);
-    let copy: number;
-    try {
-      const stored = await (await jetstreamManager(nc)).streams.getMessage(streams.rooms, {
-        seq: sent.roomSeq,
-      });
-      assert.ok(stored, 'm1 is in the room log');
-      // Past the dedupe window, the same entry once more.
-      await waitFor(() => Date.now() - sentAt > 1_500, 'the dedupe window to pass');
-      copy = (await jetstream(nc).publish(stored.subject, stored.data, { headers: stored.header })).seq;
-    } finally {
-      await nc.close();
-    }
+    const copy = await storeAgain(sent, Date.now());
     assert.ok(copy > sent.roomSeq);
 
     const back = await connectMember();
@@ -245,17 +250,7 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
     const sent = await room.send('m1');
     const sentAt = Date.now();
     await waitFor(() => queued.includes(sent.id), 'm1 to be queued');
-    const nc = await connectService(parley);
-    try {
-      const stored = await (await jetstreamManager(nc)).streams.getMessage(streams.rooms, {
-        seq: sent.roomSeq,
-      });
-      assert.ok(stored, 'm1 is in the room log');
-      await waitFor(() => Date.now() - sentAt > 1_500, 'the dedupe window to pass');
-      await jetstream(nc).publish(stored.subject, stored.data, { headers: stored.header });
-    } finally {
-      await nc.close();
-    }
+    await storeAgain(sent, sentAt);
     // The copy comes before m2 in the log, so it was looked at once m2 is queued.
     const next = await room.send('m2');
     await waitFor(() => queued.includes(next.id), 'm2 to be queued');

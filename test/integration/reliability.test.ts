@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import {
+  leaseStream,
   reportRecovery,
   startParley,
   type TestParley,
   waitFor,
-  whenLeasesAnswer,
   whenStreamsAnswer,
   worstDelayAfterRecovery,
 } from '@parley/test/harness';
@@ -54,7 +54,7 @@ describe('reliability: nats-server killed -9 under traffic', () => {
         await parley.restartNats({ kill: true });
         lastRestartAt = Date.now();
         streamsBack = whenStreamsAnswer(parley);
-        leasesBack = whenLeasesAnswer(parley);
+        leasesBack = whenStreamsAnswer(parley, [leaseStream]);
         kills.push({ at: acceptedCount, restartedMs: Date.now() - t0 });
       }
     })();

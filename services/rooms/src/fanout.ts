@@ -109,8 +109,6 @@ interface RoomView {
 interface Delivery {
   m: JsMsg;
   parent?: Context;
-  /** Whether the entry's span records: per-recipient spans are made only then. */
-  recording?: boolean;
 }
 
 interface Cursor {
@@ -553,7 +551,7 @@ export function createFanout(o: FanoutOptions) {
     // another parent id that no backend holds: the entry's span context is passed on instead (3
     // span ids fewer per room message of 3 members).
     const span =
-      item.recording === false
+      parent && otelApi?.trace.getSpan(parent)?.isRecording() === false
         ? undefined
         : startMessagingSpan(o.tracer, {
             operation: 'send',
@@ -753,7 +751,6 @@ export function createFanout(o: FanoutOptions) {
         attributes: { [traceAttributes.roomId]: room, [traceAttributes.roomSeq]: m.seq },
       });
       const parent = span && otelApi ? otelApi.trace.setSpan(otelApi.ROOT_CONTEXT, span) : undefined;
-      const traced = parent ? { parent, recording: span?.isRecording() === true } : {};
       if (span) spans.push(span);
       const kind = m.headers?.get(headerNames.kind) ?? 'message';
       let change: string | undefined;
@@ -781,7 +778,7 @@ export function createFanout(o: FanoutOptions) {
           run = { recipient: r, room, items: [] };
           runs.set(key, run);
         }
-        run.items.push({ m, ...traced });
+        run.items.push({ m, ...(parent ? { parent } : {}) });
       }
     }
     try {
