@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { encodeJson, headerNames, newId, type RoomMessage, streams } from '@parley/contracts';
+import { logIdAt } from '@parley/rooms/internal';
 import type { Delivery } from '@parley/sdk';
 import {
   connectService,
@@ -130,6 +131,33 @@ describe('a room log that lost its last entries', () => {
     const next = await room.send('next');
     await waitFor(() => handled.some((d) => d.message.id === next.id), 'the next message to be handled');
     assert.deepEqual(handled.slice(6).map(text), ['x', 'y', 'z', 'w', 'next']);
+  });
+
+  it('a position stored while the fan-out checks it is read as that message, not as a removed entry', async () => {
+    const { room, handled } = await senderAndReceiver(parley, 'checked');
+    const jsm = await jetstreamManager(nc);
+    const logEnd = async () => (await jsm.streams.info(streams.rooms)).state.last_seq;
+    const end = await logEnd();
+    // The room goes on between the check's reads: the first read of the next position finds nothing,
+    // and the message is stored there before the log's end is read.
+    let during: Awaited<ReturnType<typeof room.send>> | undefined;
+    const racing: typeof jsm = Object.create(jsm);
+    const streamsApi: typeof jsm.streams = Object.create(jsm.streams);
+    streamsApi.getMessage = async (stream, query) => {
+      const got = await jsm.streams.getMessage(stream, query);
+      if (!got && !during) during = await room.send('during');
+      return got;
+    };
+    Object.defineProperty(racing, 'streams', { value: streamsApi });
+    const id = await logIdAt(racing, end + 1, logEnd);
+    assert.equal(during?.roomSeq, end + 1, 'the message was stored at the position checked');
+    assert.equal(id, during?.id, 'the check names the message stored there');
+    await waitFor(() => handled.some((d) => d.message.id === during?.id), 'the message to be handled');
+
+    // The other answers: a position past the log's end, and one whose entry was removed.
+    assert.equal(await logIdAt(jsm, end + 2, logEnd), undefined);
+    assert.ok(await jsm.streams.deleteMessage(streams.rooms, end + 1, false));
+    assert.equal(await logIdAt(jsm, end + 1, logEnd), null);
   });
 
   it('entries its leader stored earlier, at positions delivered from another copy, reach the member', async () => {
