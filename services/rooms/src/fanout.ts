@@ -1330,6 +1330,12 @@ export function createFanout(o: FanoutOptions) {
         void recheck('reconnected');
       },
       leaderElected: (at: number) => void leaderElected(at),
+      /**
+       * The partition consumer elected a leader (a node failed or stepped down): what the old leader
+       * pushed may be lost in transit while this connection stayed up. Checked at once (see
+       * `recheck`), not at the next idle heartbeat.
+       */
+      consumerElected: () => void recheck('partition consumer elected a leader'),
       async stop() {
         stopped = true;
         wake?.();
@@ -1400,7 +1406,19 @@ export function createFanout(o: FanoutOptions) {
           for (const w of workers.values()) w.leaderElected(at);
         },
       });
-      void first.nc.closed().then(() => sub.unsubscribe());
+      // Leader elections of the partition consumers (each its own group on a cluster): see the
+      // workers' `consumerElected`.
+      const prefix = `$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.${streams.rooms}.`;
+      const consumerSub = first.nc.subscribe(`${prefix}*`, {
+        callback: (_err, m) => {
+          const p = Number(m.subject.slice(prefix.length).replace(/^fanout_/, ''));
+          if (m.subject.slice(prefix.length) === partitionConsumer(p)) workers.get(p)?.consumerElected();
+        },
+      });
+      void first.nc.closed().then(() => {
+        sub.unsubscribe();
+        consumerSub.unsubscribe();
+      });
     }
     for (const conn of new Set(o.connections)) {
       void (async () => {
