@@ -954,6 +954,9 @@ export function createFanout(o: FanoutOptions) {
     // whether a batch is in hand, and why it must start over (set by `recheck`).
     let live: { lastDelivery: number; arrivals: number; busy: boolean; restart?: string } | undefined;
     let checking = false;
+    // A check that found the consumer holding entries while a batch was in hand, and nothing
+    // arriving: made again once the batch is done (see `recheck`).
+    let deferred: string | undefined;
     // The last entry this worker acknowledged (see ensureConsumer), and the last ones of the last
     // 30 s: after a leader election of the room log, the one stored before it is checked.
     let acked: LogPoint | undefined;
@@ -1117,7 +1120,16 @@ export function createFanout(o: FanoutOptions) {
             return;
           }
           reason = info === null ? 'partition consumer gone' : stallOf(info, sub.lastDelivery);
-          if (!reason || sub.busy || queue.length > 0 || sub.arrivals !== arrivals) return;
+          if (!reason || queue.length > 0 || sub.arrivals !== arrivals) return;
+          if (sub.busy) {
+            // Not judged while a batch is in hand (its entries count as pending), nor dropped: after
+            // a 3-node cluster restart the reconnect's check found the consumer holding entries
+            // while a batch was being retried, and the consumer pushed nothing more after that
+            // batch was stored, until the next check (8.3 s after the streams answered; with 1 s
+            // heartbeats, two missed ones made that check after 2 s).
+            deferred = why;
+            return;
+          }
           if (++look < 2) await new Promise((r) => setTimeout(r, STALL_WATCH_MS));
         }
         if (reason) {
@@ -1161,6 +1173,7 @@ export function createFanout(o: FanoutOptions) {
             busy: false,
           };
           lostPoint = undefined;
+          deferred = undefined;
           let gap = false;
           queue.length = 0;
           const consumer = await conn.js.consumers.getBoundPushConsumer({
@@ -1256,6 +1269,10 @@ export function createFanout(o: FanoutOptions) {
             }
             inHand = batch;
             const attempts = await handleWithRetry(conn, batch, () => stopped, plog, recovering);
+            // A batch stored in a recovery (after retries, or the first after the worker started
+            // over or reconnected): the consumer is checked once it is done, as the cluster may have
+            // come back meanwhile with a consumer that holds entries and pushes none.
+            if (attempts > 1 || recovering) deferred ??= 'a batch stored in a recovery';
             recovering = false;
             inHand = [];
             const end = batch.at(-1);
@@ -1276,6 +1293,10 @@ export function createFanout(o: FanoutOptions) {
               if (!sampling && Date.now() - sampledAt >= SAMPLE_MS) void sample(sub, acked);
             }
             sub.busy = false;
+            if (deferred !== undefined && queue.length === 0) {
+              void recheck(`after the batch in hand: ${deferred}`);
+              deferred = undefined;
+            }
           }
           await current.close().catch(() => undefined);
           await closed;
