@@ -1432,8 +1432,9 @@ export function createFanout(o: FanoutOptions) {
       const prefix = `$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.${streams.rooms}.`;
       const consumerSub = first.nc.subscribe(`${prefix}*`, {
         callback: (_err, m) => {
-          const p = Number(m.subject.slice(prefix.length).replace(/^fanout_/, ''));
-          if (m.subject.slice(prefix.length) === partitionConsumer(p)) workers.get(p)?.consumerElected();
+          const name = m.subject.slice(prefix.length);
+          const p = Number(name.slice(partitionConsumer(0).length - 1));
+          if (name === partitionConsumer(p)) workers.get(p)?.consumerElected();
         },
       });
       void first.nc.closed().then(() => {
