@@ -140,15 +140,16 @@ const messageIdOf = (m: JsMsg) => m.headers?.get(headerNames.messageId) || undef
  * The id of the message the room log holds at `seq` (`''` when it has none), read from the stream
  * leader (a follower behind it could miss a position that is there): `null` when nothing is there
  * within the log (removed by retention, or deleted), `undefined` when the position is past the log's
- * end (lost, and not stored again yet). `logEnd` is read only after a miss, and the position is read
- * again when the end is past it: the room goes on while its log is checked, and a message stored at
- * the position between the two reads was taken for a removed entry (CI, log-rewound test: the first
- * message stored at a lost position was passed over as delivered and never reached its member).
+ * end (lost, and not stored again yet). `logEnd` (the stream's info unless the caller knows the end)
+ * is read only after a miss, and the position is read again when the end is past it: the room goes
+ * on while its log is checked, and a message stored at the position between the two reads was taken
+ * for a removed entry (CI, log-rewound test: the first message stored at a lost position was passed
+ * over as delivered and never reached its member).
  */
 export async function logIdAt(
   jsm: JetStreamManager,
   seq: number,
-  logEnd: () => Promise<number>,
+  logEnd = async () => (await jsm.streams.info(streams.rooms)).state.last_seq,
 ): Promise<string | null | undefined> {
   const read = async () => {
     const sm = await jsm.streams.getMessage(streams.rooms, { seq });
@@ -412,7 +413,7 @@ export function createFanout(o: FanoutOptions) {
    * One read of the stream leader in the usual case; `logEnd` (a stream info, slow to answer for
    * seconds after a cluster restart) only when the position holds nothing.
    */
-  async function lostAt(jsm: JetStreamManager, point: LogPoint, logEnd: () => Promise<number>) {
+  async function lostAt(jsm: JetStreamManager, point: LogPoint, logEnd?: () => Promise<number>) {
     if (!point.id) return false;
     const held = await logIdAt(jsm, point.seq, logEnd);
     return held !== null && held !== point.id;
@@ -534,11 +535,7 @@ export function createFanout(o: FanoutOptions) {
     if (!first) return c;
     let read = reads.get(c.roomSeq);
     if (!read) {
-      read = logIdAt(
-        conn.jsm,
-        c.roomSeq,
-        async () => (await conn.jsm.streams.info(streams.rooms)).state.last_seq,
-      );
+      read = logIdAt(conn.jsm, c.roomSeq);
       reads.set(c.roomSeq, read);
     }
     const held = await read;
@@ -976,9 +973,7 @@ export function createFanout(o: FanoutOptions) {
      */
     const lostFromLog = async (point: LogPoint): Promise<boolean | undefined> => {
       const probe = await probeOf(conn);
-      return lostAt(probe, point, async () => (await probe.streams.info(streams.rooms)).state.last_seq).catch(
-        () => undefined,
-      );
+      return lostAt(probe, point).catch(() => undefined);
     };
 
     /**
