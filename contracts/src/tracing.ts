@@ -19,7 +19,7 @@ import type {
   Tracer,
 } from '@opentelemetry/api';
 import { type ErrorCode, isParleyError } from './errors.js';
-import { headerNames } from './headers.js';
+import { headerNames, headerOf } from './headers.js';
 
 export type { Attributes, Context, Link, Span, SpanKind, Tracer } from '@opentelemetry/api';
 
@@ -91,7 +91,11 @@ export interface TraceCarrier {
 export const natsHeadersGetter: TextMapGetter<TraceCarrier> = {
   keys: (carrier) => carrier.keys(),
   get(carrier, key) {
-    const value = carrier.get(key) || carrier.get(key, 'insensitive');
+    // Most lookups are for a header that is absent (tracestate, baggage): the case-insensitive
+    // search only runs when some key has the length of the one asked for.
+    const value =
+      headerOf(carrier, key) ??
+      (carrier.keys().some((k) => k.length === key.length) ? carrier.get(key, 'insensitive') : '');
     return value === '' ? undefined : value;
   },
 };

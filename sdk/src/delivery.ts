@@ -33,6 +33,7 @@ import {
   defaultTracer,
   extractContext,
   headerNames,
+  headerOf,
   otelApi,
   ParleyError,
   type RoomMessage,
@@ -528,10 +529,10 @@ export class DeliveryEngine {
   }
 
   async #process(m: JsMsg, lane: Lane): Promise<void> {
-    const id = m.headers?.get(headerNames.messageId) ?? `${m.seq}`;
+    const id = headerOf(m.headers, headerNames.messageId) ?? `${m.seq}`;
     const room = roomOf(m.subject);
-    const roomSeq = Number(m.headers?.get(headerNames.roomSeq)) || 0;
-    const prev = Number(m.headers?.get(headerNames.prevSeq)) || 0;
+    const roomSeq = Number(headerOf(m.headers, headerNames.roomSeq)) || 0;
+    const prev = Number(headerOf(m.headers, headerNames.prevSeq)) || 0;
     const unqueue = () => {
       const i = lane.queue.findIndex((x) => x.seq === m.seq);
       if (i >= 0) lane.queue.splice(i, 1);
@@ -545,7 +546,7 @@ export class DeliveryEngine {
     // goes on from the position the fan-out names before this one (even when this entry itself is
     // a message handled before, so the ones after it are not taken for handled). Only while this
     // participant is still at the lost position: a redelivery after that is judged as any other.
-    const rewound = m.headers?.has(headerNames.rewound) ? await this.#rewind(m, room, prev) : undefined;
+    const rewound = headerOf(m.headers, headerNames.rewound) ? await this.#rewind(m, room, prev) : undefined;
     if (this.#seen.has(id)) {
       m.ack();
       done();
@@ -656,7 +657,7 @@ export class DeliveryEngine {
    * the one `m` names before it, and the lost position is returned.
    */
   async #rewind(m: JsMsg, room: string, prev: number): Promise<number | undefined> {
-    const rewound = Number(m.headers?.get(headerNames.rewound)) || 0;
+    const rewound = Number(headerOf(m.headers, headerNames.rewound)) || 0;
     if (!rewound || prev >= rewound) return undefined;
     const last = this.#lastSeq.get(room) ?? (await this.options.cursorStore?.get(room));
     if (last === undefined || last < rewound) return undefined;

@@ -17,6 +17,7 @@ import {
   nuid,
   type Subscription,
 } from '@nats-io/transport-node';
+import { headerNames, setHeader } from '@parley/contracts';
 
 /** What JetStream answered for a stored message. */
 export interface StoredAck {
@@ -133,7 +134,7 @@ export class JsPublisher {
     let h = options.headers;
     if (options.msgID) {
       h ??= natsHeaders();
-      h.set('Nats-Msg-Id', options.msgID);
+      setHeader(h, headerNames.msgId, options.msgID);
     }
     const timeoutMs = options.timeoutMs ?? 5_000;
     return new Promise<StoredAck>((resolve, reject) => {

@@ -38,6 +38,7 @@ import {
   type DeliveryFilter,
   extractContext,
   headerNames,
+  headerOf,
   inboxStream,
   inboxStreams,
   injectContext,
@@ -50,6 +51,7 @@ import {
   roomOf,
   type Span,
   serviceId,
+  setHeader,
   startMessagingSpan,
   streams,
   subjects,
@@ -134,7 +136,7 @@ interface Cursor {
 type LogReads = Map<number, Promise<string | null | undefined>>;
 
 /** The message id of a room-log entry. */
-const messageIdOf = (m: JsMsg) => m.headers?.get(headerNames.messageId) || undefined;
+const messageIdOf = (m: JsMsg) => headerOf(m.headers, headerNames.messageId);
 
 /**
  * The id of the message the room log holds at `seq` (`''` when it has none), read from the stream
@@ -173,7 +175,12 @@ const pointOf = (m: JsMsg): LogPoint => ({ seq: m.seq, id: messageIdOf(m), at: m
 
 const dec = new TextDecoder();
 const SYSTEM_KINDS = new Set(['membership', 'room', 'system']);
-const FORWARDED_HEADERS = [headerNames.messageId, headerNames.traceparent, headerNames.tracestate];
+const FORWARDED_HEADERS = [
+  headerNames.messageId,
+  headerNames.traceparent,
+  headerNames.tracestate,
+  headerNames.baggage,
+];
 
 /** The consumer name of a partition. */
 export const partitionConsumer = (p: number) => `fanout_${p}`;
@@ -585,27 +592,29 @@ export function createFanout(o: FanoutOptions) {
           });
     const h = natsHeaders();
     // Only what a recipient needs before parsing the body (its id, for de-duplication) and the
-    // trace context; every header is encoded once per recipient.
+    // trace context as the entry carries it; every header is encoded once per recipient.
     for (const name of FORWARDED_HEADERS) {
-      const value = m.headers?.get(name);
-      if (value) h.set(name, value);
+      const value = headerOf(m.headers, name);
+      if (value) setHeader(h, name, value);
     }
     // This recipient's producer span becomes the delivery's parent (when this process traces). Its
     // context is injected directly, not made active around the publish: entering a context
     // (AsyncLocalStorage) per inbox write was 9% of the services' CPU in `pnpm bench`, and nothing
-    // below the publish reads the active context.
+    // below the publish reads the active context. Without a recording span the entry's own trace
+    // headers, forwarded above, are what an injection would write again (propagate mode), or differ
+    // only by the id of a span nobody records (an unsampled trace).
     if (span && otelApi) injectContext(h, otelApi.trace.setSpan(parent ?? otelApi.ROOT_CONTEXT, span));
-    else if (parent) injectContext(h, parent);
-    h.set(headerNames.roomSeq, String(m.seq));
-    if (prevRoomSeq > 0) h.set(headerNames.prevSeq, String(prevRoomSeq));
-    if (rewound) h.set(headerNames.rewound, String(rewound));
+    setHeader(h, headerNames.roomSeq, String(m.seq));
+    if (prevRoomSeq > 0) setHeader(h, headerNames.prevSeq, String(prevRoomSeq));
+    if (rewound) setHeader(h, headerNames.rewound, String(rewound));
     // De-duplication by message, not position: nats-server 2.9.10 was seen (chaos test, after a
     // SIGSTOP or a partition of a stream leader) pushing room-log entries it then lost and going on
     // from an earlier position, so another message came at a position already written; a
     // position-based id made its inbox writes "duplicates" — dropped, or a fan-out re-running the
     // same batch until it gave up.
-    h.set(headerNames.msgId, `${m.headers?.get(headerNames.messageId) ?? m.seq}:${recipient}`);
-    if (expectedInboxSeq !== undefined) h.set(headerNames.expectedLastSubjectSeq, String(expectedInboxSeq));
+    setHeader(h, headerNames.msgId, `${messageIdOf(m) ?? m.seq}:${recipient}`);
+    if (expectedInboxSeq !== undefined)
+      setHeader(h, headerNames.expectedLastSubjectSeq, String(expectedInboxSeq));
     const stored = conn.publisher
       .publish(subjects.inbox(recipient, room), m.data, {
         headers: h,
@@ -735,8 +744,8 @@ export function createFanout(o: FanoutOptions) {
   }
 
   function recipients(v: RoomView, m: JsMsg, kind: string): string[] {
-    const mentions = m.headers?.get(headerNames.mentions)?.split(',') ?? [];
-    const privateNotice = m.headers?.get(headerNames.audience) === 'mentions';
+    const mentions = headerOf(m.headers, headerNames.mentions)?.split(',') ?? [];
+    const privateNotice = headerOf(m.headers, headerNames.audience) === 'mentions';
     const out: string[] = [];
     for (const [id, member] of Object.entries(v.record.members)) {
       if (!memberAt(member.intervals, m.seq)) continue;
@@ -769,7 +778,7 @@ export function createFanout(o: FanoutOptions) {
       });
       const parent = span && otelApi ? otelApi.trace.setSpan(otelApi.ROOT_CONTEXT, span) : undefined;
       if (span) spans.push(span);
-      const kind = m.headers?.get(headerNames.kind) ?? 'message';
+      const kind = headerOf(m.headers, headerNames.kind) ?? 'message';
       let change: string | undefined;
       if (kind === 'membership' || kind === 'room') {
         const body = JSON.parse(dec.decode(m.data)) as {
@@ -784,7 +793,7 @@ export function createFanout(o: FanoutOptions) {
         room,
         seq: m.seq,
         kind,
-        sender: m.headers?.get(headerNames.sender) ?? '',
+        sender: headerOf(m.headers, headerNames.sender) ?? '',
         at: m.time.getTime(),
         change,
       });

@@ -14,6 +14,7 @@ import {
   encodeJson,
   extractContext,
   headerNames,
+  headerOf,
   isParticipantId,
   newId,
   otelApi,
@@ -96,9 +97,9 @@ const DENIALS = new Set<ErrorCode>([
 
 /** The sender's trace context as sent, when this process propagates none itself. */
 function requestTrace(msg: Msg): RoomMessage['trace'] {
-  const traceparent = msg.headers?.get(headerNames.traceparent);
+  const traceparent = headerOf(msg.headers, headerNames.traceparent);
   if (!traceparent || !TRACEPARENT.test(traceparent)) return undefined;
-  const tracestate = msg.headers?.get(headerNames.tracestate);
+  const tracestate = headerOf(msg.headers, headerNames.tracestate);
   return { traceparent, ...(tracestate ? { tracestate } : {}) };
 }
 
@@ -189,7 +190,10 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         const facts = admitted instanceof Promise ? await admitted : admitted;
         if (facts) stamped = { ...stamped, ...facts };
       }
-      const trace = traceFieldsOf(ctx) ?? requestTrace(msg);
+      // A span that records nothing carries the sender's context as it came (propagate mode) or
+      // with the id of a span nobody keeps (an unsampled trace): the request's own headers say it
+      // without formatting it again.
+      const trace = (span?.isRecording() ? traceFieldsOf(ctx) : undefined) ?? requestTrace(msg);
       const message: RoomMessage = {
         id: newId('message'),
         room: r.id,

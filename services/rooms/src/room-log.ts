@@ -4,10 +4,12 @@ import { type MsgHdrs, headers as natsHeaders } from '@nats-io/transport-node';
 import {
   encodeJson,
   headerNames,
+  headerOf,
   idTime,
   newId,
   participantKind,
   type RoomMessage,
+  setHeader,
   streams,
   subjects,
 } from '@parley/contracts';
@@ -22,14 +24,14 @@ export interface RoomLocation {
 
 /** Routing headers of a log entry, so the fan-out never parses ordinary messages. */
 export function entryHeaders(message: RoomMessage, h: MsgHdrs = natsHeaders()): MsgHdrs {
-  h.set(headerNames.kind, message.kind);
-  h.set(headerNames.sender, message.sender.id);
-  h.set(headerNames.messageId, message.id);
-  if (message.mentions.length) h.set(headerNames.mentions, message.mentions.join(','));
-  if (message.audience === 'mentions') h.set(headerNames.audience, 'mentions');
+  setHeader(h, headerNames.kind, message.kind);
+  setHeader(h, headerNames.sender, message.sender.id);
+  setHeader(h, headerNames.messageId, message.id);
+  if (message.mentions.length) setHeader(h, headerNames.mentions, message.mentions.join(','));
+  if (message.audience === 'mentions') setHeader(h, headerNames.audience, 'mentions');
   if (message.trace) {
-    h.set(headerNames.traceparent, message.trace.traceparent);
-    if (message.trace.tracestate) h.set(headerNames.tracestate, message.trace.tracestate);
+    setHeader(h, headerNames.traceparent, message.trace.traceparent);
+    if (message.trace.tracestate) setHeader(h, headerNames.tracestate, message.trace.tracestate);
   }
   return h;
 }
@@ -198,7 +200,7 @@ export async function findMessage(
       for await (const m of batch) {
         got++;
         scanned++;
-        if (m.headers?.get(headerNames.messageId) === id) {
+        if (headerOf(m.headers, headerNames.messageId) === id) {
           seq = m.seq;
           break;
         }
