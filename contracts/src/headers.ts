@@ -70,7 +70,9 @@ export function headerOf(h: { get(name: string): string } | undefined, name: str
 
 /** A value nats.js would store unchanged: no line break, no surrounding space. */
 const storedAsIs = (value: string) =>
-  value.indexOf('\n') < 0 && value.indexOf('\r') < 0 && value.trim().length === value.length;
+  value.indexOf('\n') < 0 &&
+  value.indexOf('\r') < 0 &&
+  (value.length === 0 || (value.charCodeAt(0) > 32 && value.charCodeAt(value.length - 1) > 32));
 
 /** Sets header `name` (one of Parley's valid names, spelled exactly) to `value`, replacing what it had. */
 export function setHeader(h: { set(name: string, value: string): void }, name: string, value: string): void {
