@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { headers as natsHeaders } from '@nats-io/transport-node';
+import { decodeJson, encodeJson, SendReply, type SendRequest, subjects } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
 import { startParley, type TestParley, waitFor } from '@parley/test/harness';
 
@@ -49,5 +51,37 @@ describe('rooms: the message path end to end', () => {
       [...seqs].sort((x, y) => x - y),
       seqs,
     );
+  });
+
+  it("keeps a sender's trace context whose header name a bridge changed the case of", async () => {
+    const a = await parley.participant();
+    const b = await parley.participant();
+    const alice = await parley.connect(a.creds);
+    const bob = await parley.connect(b.creds);
+    const got: Delivery[] = [];
+    bob.on('message', (d) => {
+      got.push(d);
+    });
+    await bob.listening;
+    const room = await alice.rooms.create('traced', { members: [b.id] });
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const h = natsHeaders();
+    h.set('TraceParent', traceparent);
+    const req: SendRequest = {
+      clientMsgId: 'traced-1',
+      room: room.id,
+      kind: 'message',
+      parts: [{ type: 'text', text: 'traced' }],
+      mentions: [],
+      hop: 0,
+    };
+    const reply = decodeJson(
+      SendReply,
+      (await alice.nc.request(subjects.send(a.id), encodeJson(req), { headers: h, timeout: 10_000 })).data,
+    );
+    await waitFor(() => got.some((d) => d.message.id === reply.id), 'bob to receive the message');
+    const delivered = got.find((d) => d.message.id === reply.id);
+    // The trace id is the sender's (the span id is the sender's, or the ingress's own when it records).
+    assert.equal(delivered?.message.trace?.traceparent.split('-')[1], '0af7651916cd43dd8448eb211c80319c');
   });
 });

@@ -14,8 +14,8 @@ import {
   encodeJson,
   extractContext,
   headerNames,
-  headerOf,
   isParticipantId,
+  natsHeadersGetter,
   newId,
   otelApi,
   ParleyError,
@@ -95,12 +95,16 @@ const DENIALS = new Set<ErrorCode>([
   'NO_CONSENT',
 ]);
 
-/** The sender's trace context as sent, when this process propagates none itself. */
+/**
+ * The sender's trace context as sent, when this process records none itself (a header whose name
+ * a bridge changed the case of included, as extraction reads it).
+ */
 function requestTrace(msg: Msg): RoomMessage['trace'] {
-  const traceparent = headerOf(msg.headers, headerNames.traceparent);
-  if (!traceparent || !TRACEPARENT.test(traceparent)) return undefined;
-  const tracestate = headerOf(msg.headers, headerNames.tracestate);
-  return { traceparent, ...(tracestate ? { tracestate } : {}) };
+  if (!msg.headers) return undefined;
+  const traceparent = natsHeadersGetter.get(msg.headers, headerNames.traceparent);
+  if (typeof traceparent !== 'string' || !TRACEPARENT.test(traceparent)) return undefined;
+  const tracestate = natsHeadersGetter.get(msg.headers, headerNames.tracestate);
+  return { traceparent, ...(typeof tracestate === 'string' && tracestate ? { tracestate } : {}) };
 }
 
 /** Serves `parley.in.*.send` on `micro`. */
