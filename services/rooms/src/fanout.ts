@@ -600,10 +600,12 @@ export function createFanout(o: FanoutOptions) {
     // This recipient's producer span becomes the delivery's parent (when this process traces). Its
     // context is injected directly, not made active around the publish: entering a context
     // (AsyncLocalStorage) per inbox write was 9% of the services' CPU in `pnpm bench`, and nothing
-    // below the publish reads the active context. Without a recording span the entry's own trace
-    // headers, forwarded above, are what an injection would write again (propagate mode), or differ
-    // only by the id of a span nobody records (an unsampled trace).
+    // below the publish reads the active context. Without a recording span, an entry's own trace
+    // headers, forwarded above, are what an injection would write again (propagate mode) or differ
+    // only by the id of a span nobody records (sampled out): only an entry without any gets the
+    // fan-out span's context (a trace started here, `traceIdsWithoutExport`).
     if (span && otelApi) injectContext(h, otelApi.trace.setSpan(parent ?? otelApi.ROOT_CONTEXT, span));
+    else if (parent && !headerOf(h, headerNames.traceparent)) injectContext(h, parent);
     setHeader(h, headerNames.roomSeq, String(m.seq));
     if (prevRoomSeq > 0) setHeader(h, headerNames.prevSeq, String(prevRoomSeq));
     if (rewound) setHeader(h, headerNames.rewound, String(rewound));

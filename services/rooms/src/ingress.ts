@@ -96,8 +96,8 @@ const DENIALS = new Set<ErrorCode>([
 ]);
 
 /**
- * The sender's trace context as sent, when this process records none itself (a header whose name
- * a bridge changed the case of included, as extraction reads it).
+ * The sender's trace context as sent, when this process propagates none itself (a header whose
+ * name a bridge changed the case of included, as extraction reads it).
  */
 function requestTrace(msg: Msg): RoomMessage['trace'] {
   if (!msg.headers) return undefined;
@@ -194,10 +194,7 @@ export function serveIngress(micro: MicroService, deps: IngressDeps): void {
         const facts = admitted instanceof Promise ? await admitted : admitted;
         if (facts) stamped = { ...stamped, ...facts };
       }
-      // A span that records nothing carries the sender's context as it came (propagate mode) or
-      // with the id of a span nobody keeps (an unsampled trace): the request's own headers say it
-      // without formatting it again.
-      const trace = (span?.isRecording() ? traceFieldsOf(ctx) : undefined) ?? requestTrace(msg);
+      const trace = traceFieldsOf(ctx) ?? requestTrace(msg);
       const message: RoomMessage = {
         id: newId('message'),
         room: r.id,
