@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { decodeJson, encodeJson, SendReply, type SendRequest, subjects } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
-import { startParley, type TestParley, waitFor } from '@parley/test/harness';
+import { senderAndReceiver, startParley, type TestParley, waitFor } from '@parley/test/harness';
 
 describe('rooms: the message path end to end', () => {
   let parley: TestParley;
@@ -54,16 +54,7 @@ describe('rooms: the message path end to end', () => {
   });
 
   it("keeps a sender's trace context whose header name a bridge changed the case of", async () => {
-    const a = await parley.participant();
-    const b = await parley.participant();
-    const alice = await parley.connect(a.creds);
-    const bob = await parley.connect(b.creds);
-    const got: Delivery[] = [];
-    bob.on('message', (d) => {
-      got.push(d);
-    });
-    await bob.listening;
-    const room = await alice.rooms.create('traced', { members: [b.id] });
+    const { sender, room, handled } = await senderAndReceiver(parley, 'traced');
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const h = natsHeaders();
     h.set('TraceParent', traceparent);
@@ -77,10 +68,11 @@ describe('rooms: the message path end to end', () => {
     };
     const reply = decodeJson(
       SendReply,
-      (await alice.nc.request(subjects.send(a.id), encodeJson(req), { headers: h, timeout: 10_000 })).data,
+      (await sender.nc.request(subjects.send(sender.id), encodeJson(req), { headers: h, timeout: 10_000 }))
+        .data,
     );
-    await waitFor(() => got.some((d) => d.message.id === reply.id), 'bob to receive the message');
-    const delivered = got.find((d) => d.message.id === reply.id);
+    await waitFor(() => handled.some((d) => d.message.id === reply.id), 'the member to receive the message');
+    const delivered = handled.find((d) => d.message.id === reply.id);
     // The trace id is the sender's (the span id is the sender's, or the ingress's own when it records).
     assert.equal(delivered?.message.trace?.traceparent.split('-')[1], '0af7651916cd43dd8448eb211c80319c');
   });
