@@ -9,15 +9,45 @@
 // this machine under contention before any client can store or read a message — nats-server's
 // own recovery, the same for anything on it. Both figures are printed.
 //
-// Usage: pnpm test:contended [--runs=3] [--bound-ms=5000]
-import { spawn, spawnSync } from 'node:child_process';
+// Usage: pnpm test:contended [--runs=3] [--bound-ms=5000] [--help]
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { root } from './bootstrap.mjs';
 
-const arg = (name, fallback) =>
-  Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback);
+const usage = `pnpm test:contended [--runs=<n>] [--bound-ms=<ms>]
+
+  Runs the crash tests (reliability and cluster failover, 1 and 3 nodes) with every core kept busy
+  by a busy loop, <n> times in a row. Fails when a run fails or when an accepted message reached its
+  handler later than <ms> after the last kill or restart of its test (once JetStream answered).
+
+  --runs=<n>       runs in a row                                  default 3
+  --bound-ms=<ms>  latest allowed delivery after a kill/restart   default 5000
+  --help           this text
+`;
+const known = /^--(runs|bound-ms)=/;
+for (const a of process.argv.slice(2)) {
+  if (a === '--help' || a === '-h') {
+    process.stdout.write(usage);
+    process.exit(0);
+  }
+  if (!known.test(a)) {
+    process.stderr.write(`unknown argument “${a}”\n\n${usage}`);
+    process.exit(2);
+  }
+}
+const arg = (name, fallback) => {
+  const value = process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) {
+    process.stderr.write(`--${name} must be a positive whole number, not “${value}”\n\n${usage}`);
+    process.exit(2);
+  }
+  return n;
+};
 const runs = arg('runs', 3);
 const boundMs = arg('bound-ms', 5_000);
 /** The figure held against the bound: from when JetStream answered again, when the test says. */
@@ -48,14 +78,28 @@ const busy = Array.from({ length: Math.max(2, availableParallelism()) }, () =>
 const stopBusy = () => {
   for (const b of busy) if (b.exitCode === null) b.kill('SIGKILL');
 };
-process.once('exit', stopBusy);
+/** The suite running now: in a process group of its own, so a stop reaches its nats-servers too. */
+let suiteRun;
+const stopSuite = (signal) => {
+  if (suiteRun?.exitCode === null && suiteRun.signalCode === null) {
+    try {
+      process.kill(-suiteRun.pid, signal);
+    } catch {
+      // already gone
+    }
+  }
+};
+process.once('exit', () => {
+  stopBusy();
+  stopSuite('SIGKILL');
+});
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, () => {
     stopBusy();
+    stopSuite('SIGKILL');
     process.exit(130);
   });
 }
-
 const dir = mkdtempSync(join(tmpdir(), 'parley-contended-'));
 const rows = [];
 let failed = false;
@@ -65,11 +109,14 @@ try {
       const report = join(dir, `run${run}-${rows.length}.jsonl`);
       const t0 = Date.now();
       process.stderr.write(`\n[contended] run ${run}/${runs}: ${suite.label}\n`);
-      const r = spawnSync(process.execPath, ['scripts/run-tests.mjs', ...suite.args], {
+      suiteRun = spawn(process.execPath, ['scripts/run-tests.mjs', ...suite.args], {
         cwd: root,
         stdio: 'inherit',
+        detached: true,
         env: { ...process.env, PARLEY_RECOVERY_REPORT: report },
       });
+      const [status] = await once(suiteRun, 'exit');
+      const r = { status };
       let figures = [];
       try {
         figures = readFileSync(report, 'utf8')

@@ -9,9 +9,7 @@
  * of the 300 connected idle agents is measured before anything is sent (30 s, from 5 s after their
  * setup), and the backbone's with nobody connected before that.
  *
- * Flags: --json, --messages <n> (room messages per throughput run, default 20000), --runs <n>,
- * --registry-agents <n> (default 10000; 0 skips), --no-tracing (skip the tracing-on run),
- * --quick (small sizes, for a smoke run). PARLEY_BENCH_PROFILE=<dir> writes CPU profiles.
+ * Flags: `pnpm bench --help`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -30,20 +28,61 @@ import { setupRaw } from './raw.js';
 import { benchRegistrySearch } from './registry.js';
 import { childPids, cpuDuring, median, peakRssMb, profiled, progress } from './stats.js';
 
-const { values: args } = parseArgs({
-  options: {
-    json: { type: 'boolean', default: false },
-    quick: { type: 'boolean', default: false },
-    tracing: { type: 'boolean', default: true },
-    messages: { type: 'string' },
-    runs: { type: 'string' },
-    'registry-agents': { type: 'string' },
-  },
-  allowNegative: true,
-});
+const usage = `pnpm bench [options]
+
+  Parley's message path against raw JetStream on the same nats-server (throughput: the median of
+  interleaved runs; latency at 25%, 50% and 75% of Parley's capacity), the cost of 300 idle agents,
+  A2A over HTTP, the same Parley run with tracing on, onboarding, and registry search.
+
+  --messages <n>         room messages per throughput run            default 20000 (3000 with --quick)
+  --runs <n>             interleaved raw/Parley throughput runs      default 3
+  --registry-agents <n>  agents for the registry search; 0 skips it  default 10000 (500 with --quick)
+  --no-tracing           skip the tracing-on run
+  --quick                small sizes, for a smoke run
+  --json                 print the result as JSON (progress still goes to stderr)
+  --help                 this text
+
+  PARLEY_BENCH_PROFILE=<dir> writes CPU profiles of the backbone and of the bench's own process.
+`;
+function fail(message: string): never {
+  process.stderr.write(`${message}\n\n${usage}`);
+  process.exit(2);
+}
+let parsed: ReturnType<typeof parse>;
+function parse() {
+  return parseArgs({
+    options: {
+      json: { type: 'boolean', default: false },
+      quick: { type: 'boolean', default: false },
+      tracing: { type: 'boolean', default: true },
+      messages: { type: 'string' },
+      runs: { type: 'string' },
+      'registry-agents': { type: 'string' },
+      help: { type: 'boolean', default: false },
+    },
+    allowNegative: true,
+  });
+}
+try {
+  parsed = parse();
+} catch (err) {
+  fail((err as Error).message);
+}
+const args = parsed.values;
+if (args.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
+/** A whole number of at least `min`, or the fallback when the flag is absent. */
+function count(name: string, value: string | undefined, fallback: number, min: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) fail(`--${name} must be a whole number ≥ ${min}, not “${value}”`);
+  return n;
+}
 const quick = args.quick ?? false;
-const messages = Number(args.messages ?? (quick ? 3_000 : 20_000));
-const registryAgents = Number(args['registry-agents'] ?? (quick ? 500 : 10_000));
+const messages = count('messages', args.messages, quick ? 3_000 : 20_000, 1);
+const registryAgents = count('registry-agents', args['registry-agents'], quick ? 500 : 10_000, 0);
 const shape = {
   rooms: 100,
   membersPerRoom: 3,
@@ -129,7 +168,7 @@ async function startBackbone(env: Record<string, string> = {}) {
 }
 type Backbone = Awaited<ReturnType<typeof startBackbone>>;
 
-const runs = Number(args.runs ?? 3);
+const runs = count('runs', args.runs, 3, 1);
 const loads = [0.25, 0.5, 0.75];
 const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
 /** CPU microseconds per delivery, per process. */
