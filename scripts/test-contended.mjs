@@ -4,10 +4,12 @@
 // restart of its test (each test reports that figure to PARLEY_RECOVERY_REPORT).
 //
 // A restart is over when JetStream answers again. For a backbone killed whole (the nats-server
-// kill test) each test also reports when its streams had leaders and answered again, and the bound
-// counts from then: a 3-node cluster killed at once spent 6–29 s electing its Raft leaders on
-// this machine under contention before any client can store or read a message — nats-server's
-// own recovery, the same for anything on it. Both figures are printed.
+// kill test) and a restarted room stream leader, the test also reports when its streams had
+// leaders and answered and the JetStream API had a meta leader, and the bound counts from then: a
+// 3-node cluster killed at once spent 6–29 s electing its Raft leaders on this machine under
+// contention before any client can store or read a message, and one node's restart left the meta
+// layer without a leader for up to 15 s — nats-server's own recovery, the same for anything on
+// it. Both figures are printed.
 //
 // Usage: pnpm test:contended [--runs=3] [--bound-ms=5000] [--help]
 import { spawn } from 'node:child_process';

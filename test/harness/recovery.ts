@@ -41,10 +41,13 @@ export async function reportRecovery(
 }
 
 /**
- * When the streams `names` (default: the room log and the inbox streams) answer again after a
- * restart (each has a leader that answers its info), in ms since the epoch, or undefined if they did
- * not within `timeoutMs`. How much of a recovery figure is nats-server's own (electing JetStream's
- * leaders), and how much is Parley's: a delivery cannot be faster than the streams it goes through.
+ * When JetStream answers again after a restart, in ms since the epoch, or undefined if it did not
+ * within `timeoutMs`: the streams `names` (default: the room log and the inbox streams) each have a
+ * leader that answers its info, and the JetStream API answers the account's info — which a cluster
+ * answers only with a meta leader, without which no consumer can be made (after a node's restart,
+ * `JetStream system temporarily unavailable` for seconds while a partition consumer was being made
+ * again). How much of a recovery figure is nats-server's own (electing JetStream's leaders), and
+ * how much is Parley's: a delivery cannot be faster than the streams it goes through.
  */
 export async function whenStreamsAnswer(
   parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
@@ -63,9 +66,14 @@ export async function whenStreamsAnswer(
       const info = await jsm.streams.info(name).catch(() => undefined);
       return info !== undefined && (!info.cluster || info.cluster.leader !== undefined);
     };
+    const apiAnswers = () =>
+      jsm.getAccountInfo().then(
+        () => true,
+        () => false,
+      );
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      if ((await Promise.all(names.map(answers))).every(Boolean)) return Date.now();
+      if ((await Promise.all([apiAnswers(), ...names.map(answers)])).every(Boolean)) return Date.now();
       await new Promise((r) => setTimeout(r, 50));
     }
     return undefined;
