@@ -5,7 +5,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import { NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
+import { coalesceWrites, NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
 import type { Logger } from 'pino';
 
 /** Options of {@link connectNats}. */
@@ -61,6 +61,7 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
     opts.authenticator = credsAuthenticator(await loadCreds(options.creds));
   }
   const nc = await connect(opts);
+  coalesceWrites(nc);
   if (options.log) watchConnection(nc, options.log.child({ nats: options.name }));
   return nc;
 }
