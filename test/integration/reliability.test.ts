@@ -23,6 +23,7 @@ import {
   sendMany,
   slowest,
   timed,
+  whereMissing,
 } from './fixtures/crash.js';
 
 describe('reliability: nats-server killed -9 under traffic', () => {
@@ -95,7 +96,9 @@ describe('reliability: nats-server killed -9 under traffic', () => {
           .map((m) => [...accepted.keys()].map((room) => `${m.handled.get(room)?.length ?? 0}`).join('+'))
           .join(', ')} of ${[...accepted.values()].map((ids) => ids.length).join('+')})`,
       120_000,
-    );
+    ).catch(async (err: Error) => {
+      throw new Error(`${err.message}; ${await whereMissing(parley, members, accepted)}`, { cause: err });
+    });
     assertExactlyOnceInOrder(members, accepted);
     console.log(
       `reliability: ${total} accepted, ${failures.length} failed sends, kills at ${kills.map((k) => `${k.at} (restart ${k.restartedMs} ms)`).join(', ')}`,
