@@ -19,7 +19,6 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
-import { coalesceWrites } from '@parley/contracts';
 import { KeyMaterial, mintServiceCreds } from '@parley/keys';
 import { loadTelemetryConfig, silentLogger, startTelemetry } from '@parley/kit';
 import { freePort } from '@parley/nats-server';
@@ -156,16 +155,8 @@ async function startBackbone(env: Record<string, string> = {}) {
     natsUrl,
     adminCreds: join(home, 'creds', 'admin.creds'),
     pids: { bench: process.pid, services: child.pid, natsServer: childPids(child.pid ?? 0)[0] },
-    // Raw JetStream's connections write as Parley's do (coalesceWrites), so the comparison stays fair.
-    connect: async () => {
-      const nc = await natsConnect({
-        servers: natsUrl,
-        authenticator: credsAuthenticator(creds),
-        noAsyncTraces: true,
-      });
-      coalesceWrites(nc);
-      return nc;
-    },
+    connect: () =>
+      natsConnect({ servers: natsUrl, authenticator: credsAuthenticator(creds), noAsyncTraces: true }),
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

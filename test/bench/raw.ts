@@ -23,7 +23,7 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
-import { INBOX_IDLE_HEARTBEAT_MS, PARTITION_IDLE_HEARTBEAT_MS } from '@parley/contracts';
+import { coalesceWrites, INBOX_IDLE_HEARTBEAT_MS, PARTITION_IDLE_HEARTBEAT_MS } from '@parley/contracts';
 import { JsPublisher } from '@parley/kit';
 import { atRate, progress, type Tail, tail, windowed } from './stats.js';
 
@@ -146,7 +146,10 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   }
 
   // The fan-out: one worker per partition, micro-batched like Parley's, on its own connections.
+  // They write once per event-loop turn, as Parley's services' connections do (coalesceWrites); the
+  // members' connections, like the SDK's, do not.
   const fanConns = await Promise.all(Array.from({ length: Math.max(1, o.fanoutConnections) }, o.connect));
+  for (const c of fanConns) coalesceWrites(c);
   const fanPublishers = fanConns.map((c) => new JsPublisher(c, '_INBOX.bench'));
   for (const fp of fanPublishers) await fp.start();
   let stopping = false;
