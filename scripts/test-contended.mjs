@@ -82,10 +82,10 @@ const stopBusy = () => {
 };
 /** The suite running now: in a process group of its own, so a stop reaches its nats-servers too. */
 let suiteRun;
-const stopSuite = (signal) => {
+const stopSuite = () => {
   if (suiteRun?.exitCode === null && suiteRun.signalCode === null) {
     try {
-      process.kill(-suiteRun.pid, signal);
+      process.kill(-suiteRun.pid, 'SIGKILL');
     } catch {
       // already gone
     }
@@ -93,12 +93,12 @@ const stopSuite = (signal) => {
 };
 process.once('exit', () => {
   stopBusy();
-  stopSuite('SIGKILL');
+  stopSuite();
 });
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, () => {
     stopBusy();
-    stopSuite('SIGKILL');
+    stopSuite();
     process.exit(130);
   });
 }
@@ -118,7 +118,6 @@ try {
         env: { ...process.env, PARLEY_RECOVERY_REPORT: report },
       });
       const [status] = await once(suiteRun, 'exit');
-      const r = { status };
       let figures = [];
       try {
         figures = readFileSync(report, 'utf8')
@@ -129,12 +128,12 @@ try {
         figures = [];
       }
       const worst = figures.reduce((w, f) => Math.max(w, judged(f)), 0);
-      const ok = r.status === 0 && figures.length > 0 && worst <= boundMs;
+      const ok = status === 0 && figures.length > 0 && worst <= boundMs;
       if (!ok) failed = true;
       rows.push({
         run,
         suite: suite.label,
-        exit: r.status,
+        exit: status,
         seconds: Math.round((Date.now() - t0) / 1000),
         worst,
         figures,

@@ -23,8 +23,8 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
-import { coalesceWrites, INBOX_IDLE_HEARTBEAT_MS, PARTITION_IDLE_HEARTBEAT_MS } from '@parley/contracts';
-import { JsPublisher } from '@parley/kit';
+import { INBOX_IDLE_HEARTBEAT_MS, PARTITION_IDLE_HEARTBEAT_MS } from '@parley/contracts';
+import { coalesceWrites, JsPublisher } from '@parley/kit';
 import { atRate, progress, type Tail, tail, windowed } from './stats.js';
 
 /** Options of the raw pipeline. */

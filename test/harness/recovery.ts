@@ -6,7 +6,12 @@
  */
 import { appendFile } from 'node:fs/promises';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect, credsAuthenticator } from '@nats-io/transport-node';
+import {
+  connect,
+  credsAuthenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+} from '@nats-io/transport-node';
 import { buckets, inboxStreams, streams } from '@parley/contracts';
 
 /** One delivery: when its message was accepted and when a member's handler got it (ms since the epoch). */
@@ -40,6 +45,18 @@ export async function reportRecovery(
   );
 }
 
+/** A connection with a Parley service's creds (full access), for inspecting streams in tests. */
+export async function serviceConnection(
+  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
+  options: Partial<NodeConnectionOptions> = {},
+): Promise<NatsConnection> {
+  return connect({
+    servers: parley.natsUrl.split(','),
+    authenticator: credsAuthenticator(new TextEncoder().encode(await parley.serviceCreds())),
+    ...options,
+  });
+}
+
 /**
  * When JetStream answers again after a restart, in ms since the epoch, or undefined if it did not
  * within `timeoutMs`: the streams `names` (default: the room log and the inbox streams) each have a
@@ -54,12 +71,7 @@ export async function whenStreamsAnswer(
   names: string[] = [streams.rooms, ...inboxStreams()],
   timeoutMs = 120_000,
 ): Promise<number | undefined> {
-  const nc = await connect({
-    servers: parley.natsUrl.split(','),
-    authenticator: credsAuthenticator(new TextEncoder().encode(await parley.serviceCreds())),
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 100,
-  });
+  const nc = await serviceConnection(parley, { maxReconnectAttempts: -1, reconnectTimeWait: 100 });
   try {
     const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 1_000 });
     const answers = async (name: string) => {

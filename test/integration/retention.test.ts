@@ -12,7 +12,6 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
 import {
   INBOX_SHARDS,
   inboxShardOf,
@@ -27,15 +26,19 @@ import { loadConfig as loadInitConfig } from '@parley/init';
 import { ConfigError, ensureBackbone, MIN_INBOX_BYTES, MIN_STREAM_BYTES, silentLogger } from '@parley/kit';
 import type { Delivery } from '@parley/sdk';
 import { loadConfig as loadStandaloneConfig } from '@parley/standalone';
-import { memoryCursorStore, startParley, startServer, type TestParley, waitFor } from '@parley/test/harness';
+import {
+  memoryCursorStore,
+  serviceConnection,
+  startParley,
+  startServer,
+  type TestParley,
+  waitFor,
+} from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 async function streamState(parley: TestParley, name: string) {
-  const nc = await natsConnect({
-    servers: parley.natsUrl.split(','),
-    authenticator: credsAuthenticator(new TextEncoder().encode(await parley.serviceCreds())),
-  });
+  const nc = await serviceConnection(parley);
   try {
     return (await (await jetstreamManager(nc, { timeout: 30_000 })).streams.info(name)).state;
   } finally {

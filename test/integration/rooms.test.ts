@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import {
   buckets,
   encodeJson,
@@ -14,7 +14,7 @@ import {
   subjects,
 } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
-import { errorCode, startParley, type TestParley, waitFor } from '@parley/test/harness';
+import { errorCode, serviceConnection, startParley, type TestParley, waitFor } from '@parley/test/harness';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
@@ -46,10 +46,7 @@ describe('rooms', () => {
 
   before(async () => {
     parley = await startParley();
-    svc = await natsConnect({
-      servers: parley.natsUrl,
-      authenticator: credsAuthenticator(new TextEncoder().encode(await parley.serviceCreds())),
-    });
+    svc = await serviceConnection(parley);
     for (const n of ['alice', 'bob', 'carol', 'dave']) await person(n);
   });
   after(async () => {

@@ -5,8 +5,9 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import { coalesceWrites, NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
+import { NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
 import type { Logger } from 'pino';
+import { coalesceWrites } from './write-coalescing.js';
 
 /** Options of {@link connectNats}. */
 export interface ConnectNatsOptions {

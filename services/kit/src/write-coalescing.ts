@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/transport-node';
 
 /** The part of nats.js's protocol handler that {@link coalesceWrites} replaces. */
 interface Protocol {
@@ -17,14 +17,13 @@ const encoder = new TextEncoder();
  * from empty to not; a service's sends are spread over the many microtask checkpoints of one turn
  * (every `await` of a request it handles), so each became a write of its own. `setImmediate` runs
  * after the turn's I/O callbacks: every command queued in them goes out in one write. The buffer
- * is still written at once when it reaches nats.js's flush threshold (32 KiB), and `flush()`'s PING
- * goes out as before, and `close()` writes the buffer first. Returns whether the client had the shape this relies on (nats.js 3.x) and the
- * runtime has `setImmediate` (Node; not a browser); when not, the connection is left as it is.
+ * is still written at once at nats.js's flush threshold (32 KiB), `flush()`'s PING goes out as
+ * before, and `close()` writes the buffer first. Returns whether the client had the shape this
+ * relies on (nats.js 3.x); when not, the connection is left as it is.
  */
 export function coalesceWrites(nc: NatsConnection): boolean {
   const p = (nc as unknown as { protocol?: Partial<Protocol> }).protocol;
   if (
-    typeof setImmediate !== 'function' ||
     !p ||
     typeof p.sendCommand !== 'function' ||
     typeof p.flushPending !== 'function' ||
