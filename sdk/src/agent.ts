@@ -245,7 +245,7 @@ export class Agent {
   async #backfill(room: string, after: number, before: number): Promise<Backfill> {
     const handle = this.rooms.room(room);
     const me = (await handle.get()).members.find((m) => m.id === this.id);
-    const out: Backfill = { entries: [] };
+    const out: Backfill = { entries: [], through: 0 };
     let cursor = after;
     for (;;) {
       let page: Awaited<ReturnType<typeof handle.history>>;
@@ -261,6 +261,7 @@ export class Agent {
       }
       for (const e of page.entries) {
         cursor = e.seq;
+        out.through = e.seq;
         const system =
           e.message.kind === 'membership' || e.message.kind === 'room' || e.message.kind === 'system';
         if (system || me?.delivery !== 'mentions' || e.message.mentions.includes(this.id))

@@ -97,6 +97,11 @@ export interface Backfill {
   entries: { seq: number; message: RoomMessage }[];
   /** Set when history no longer reaches back to the start of the hole. */
   gap?: RetentionGap;
+  /**
+   * The last position history returned in the hole, whether or not it is among `entries` (a
+   * mentions-only participant's backfill leaves out what does not mention it); 0 when none.
+   */
+  through: number;
 }
 
 /** The kinds of delivery a handler can subscribe to. */
@@ -576,7 +581,9 @@ export class DeliveryEngine {
         return;
       }
       const gap =
-        last !== undefined && prev > last ? await this.#backfillRetrying(room, last, roomSeq) : undefined;
+        last !== undefined && prev > last
+          ? await this.#backfillRetrying(room, last, roomSeq, prev)
+          : undefined;
       if (this.#seen.has(id) || this.#held.has(id)) {
         // Handed out from an earlier position (the room log holds it twice: a JetStream fault, or a
         // history read from a copy that went another way): by the backfill just now, or in pull mode
@@ -670,15 +677,24 @@ export class DeliveryEngine {
    * keepalive keeps the message ours). Its failure is no fault of the message: a nak would spend one
    * of its deliveries each time, and during a cluster restart (history unavailable for seconds) the
    * message that revealed the gap ran out of them and was dead-lettered. Gives up after
-   * BACKFILL_RETRY_MS: then the message is nak'ed like a handler failure.
+   * BACKFILL_RETRY_MS: then the message is nak'ed like a handler failure. A read that came back
+   * short of `prev` (see {@link DeliveryEngine.#backfill}) is tried again the same way; the last
+   * attempt takes what history holds, so a position the room log itself lost does not stop the
+   * room for good.
    */
-  async #backfillRetrying(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
+  async #backfillRetrying(
+    room: string,
+    after: number,
+    before: number,
+    prev: number,
+  ): Promise<RetentionGap | undefined> {
     const until = Date.now() + BACKFILL_RETRY_MS;
     for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+      const lastAttempt = Date.now() + delay > until;
       try {
-        return await this.#backfill(room, after, before);
+        return await this.#backfill(room, after, before, lastAttempt ? 0 : prev);
       } catch (err) {
-        if (this.#closed || Date.now() + delay > until) throw err;
+        if (this.#closed || lastAttempt) throw err;
         this.#fail(err, 'delivery', { room, backfill: { after, before }, retryInMs: delay });
         await new Promise((r) => setTimeout(r, delay));
       }
@@ -688,10 +704,22 @@ export class DeliveryEngine {
   /**
    * Hands out what history holds of a hole in the inbox (remembered, or in pull mode held, at once);
    * resolves with the retention gap when it could not be told on a backfilled delivery (history held
-   * nothing of the hole).
+   * nothing of the hole). The hole ends at `prev`, the position the fan-out delivered here last
+   * before the message that revealed it: a read that did not reach it (an answer from a replica
+   * still catching up after a restart) is refused before anything of it is handed out. Taking it
+   * as the whole hole handed out the revealing message with the rest of the hole unfilled: seen
+   * in a 3-node whole-cluster kill, where those messages then came from the inbox after it and
+   * were handled out of order or, taken for handled before, not at all.
    */
-  async #backfill(room: string, after: number, before: number): Promise<RetentionGap | undefined> {
+  async #backfill(room: string, after: number, before: number, prev = 0): Promise<RetentionGap | undefined> {
     const found = await this.backfill(room, after, before);
+    if (!found.gap && found.through < prev) {
+      throw new ParleyError(
+        'UNAVAILABLE',
+        `room ${room}: history answered up to position ${found.through}, short of ${prev}, the one delivered here before position ${before}`,
+        { retryAfterMs: 250, details: { room, after, before, prev, through: found.through } },
+      );
+    }
     let gap = found.gap;
     if (gap) {
       // Also told to the error listeners: a participant without a handler for what came first

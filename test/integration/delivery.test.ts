@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { streams } from '@parley/contracts';
+import { headers as natsHeaders } from '@nats-io/transport-node';
+import { inboxStream, roomsApi, streams, subjects } from '@parley/contracts';
 import type { Agent, CursorStore, Delivery } from '@parley/sdk';
 import {
   connectService,
@@ -56,6 +57,108 @@ describe('SDK delivery', () => {
     // The inbox kept the newest 5 (a membership event among them): the rest came from history.
     assert.ok(backfilled >= 15, `only ${backfilled} were backfilled`);
     assert.ok(got.slice(-4).every((d) => !d.backfilled));
+  });
+
+  it('reads history again when it comes back short of the hole (a replica catching up), and hands nothing out of order', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const store = memoryCursorStore();
+    const got: Delivery[] = [];
+    const first = await parley.connect(r.creds, { delivery: { cursorStore: store } });
+    first.on('message', (d) => {
+      got.push(d);
+    });
+    await first.listening;
+    const room = await sender.rooms.create('short read', { members: [r.id] });
+    await room.send('m0');
+    await waitFor(() => got.length === 1, 'the first message');
+    await first.close();
+    for (let i = 1; i <= 20; i++) await room.send(`m${i}`);
+    const again = await parley.connect(r.creds, { delivery: { cursorStore: store } });
+    // The first history read answers as a replica still applying the log would: the first three
+    // entries of the hole, and nothing more to read.
+    const call = again.call.bind(again);
+    let reads = 0;
+    again.call = (async (method: unknown, req: unknown, options?: unknown) => {
+      const res = await (call as (m: unknown, r: unknown, o?: unknown) => Promise<unknown>)(
+        method,
+        req,
+        options,
+      );
+      if (method !== roomsApi.history || reads++ > 0) return res;
+      const page = res as { entries: unknown[] };
+      return { ...page, entries: page.entries.slice(0, 3), more: false };
+    }) as typeof again.call;
+    again.on('message', (d) => {
+      got.push(d);
+    });
+    await waitFor(() => got.length === 21, 'all 21 messages', 15_000);
+    assert.deepEqual(
+      got.map(text),
+      Array.from({ length: 21 }, (_, i) => `m${i}`),
+    );
+    assert.ok(reads >= 2, `history was read ${reads} time(s)`);
+    await again.close();
+  });
+
+  it('backfills what the inbox lost after the fan-out stored it, when the next entry comes', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const store = memoryCursorStore();
+    const got: Delivery[] = [];
+    const first = await parley.connect(r.creds, { delivery: { cursorStore: store } });
+    first.on('message', (d) => {
+      got.push(d);
+    });
+    await first.listening;
+    const room = await sender.rooms.create('lost by the inbox', { members: [r.id] });
+    await room.send('m0');
+    await waitFor(() => got.length === 1, 'the first message');
+    await first.close();
+    for (let i = 1; i <= 3; i++) await room.send(`m${i}`);
+    // The inbox loses its two newest entries after the fan-out stored them, and its last entry is
+    // again the one before them (as the new leader of an inbox stream had it after a whole-cluster
+    // kill -9 of nats-server 2.9.10, though their PubAcks had come back). nats-server 2.9.10 takes a
+    // subject whose newest entry was deleted for empty, so that entry is stored once more after them.
+    const nc = await connectService(parley);
+    try {
+      const jsm = await jetstreamManager(nc);
+      const stream = inboxStream(r.id);
+      const subject = subjects.inbox(r.id, room.id);
+      const stored = async () => {
+        const out: number[] = [];
+        for (let seq = 1; ; ) {
+          const m = await jsm.direct.getMessage(stream, { seq, next_by_subj: subject });
+          if (!m) return out;
+          out.push(m.seq);
+          seq = m.seq + 1;
+        }
+      };
+      await waitFor(async () => (await stored()).length >= 4, 'm0…m3 in the inbox');
+      const [m1, m2, m3] = (await stored()).slice(-3) as [number, number, number];
+      const before = await jsm.streams.getMessage(stream, { seq: m1 });
+      assert.ok(before);
+      for (const seq of [m3, m2]) assert.ok(await jsm.streams.deleteMessage(stream, seq));
+      const h = natsHeaders();
+      for (const [k, v] of before.header) if (!k.startsWith('Nats-')) for (const x of v) h.append(k, x);
+      await jetstream(nc).publish(subject, before.data, { headers: h });
+    } finally {
+      await nc.close();
+    }
+    await room.send('m4');
+    const again = await parley.connect(r.creds, { delivery: { cursorStore: store } });
+    again.on('message', (d) => {
+      got.push(d);
+    });
+    await waitFor(() => got.length === 5, 'all 5 messages', 15_000);
+    assert.deepEqual(got.map(text), ['m0', 'm1', 'm2', 'm3', 'm4']);
+    assert.deepEqual(
+      got.map((d) => d.backfilled),
+      [false, false, true, true, false],
+    );
+    await again.close();
   });
 
   it('per-room concurrency: a slow room does not hold up another, and each stays in order', async () => {

@@ -641,6 +641,21 @@ export function createFanout(o: FanoutOptions) {
   }
 
   /**
+   * The cursor to go on from when the subject's last entry (`fresh`, read from the stream leader) is
+   * not the one `c` expected. Written by someone else (another replica, or a write of ours whose
+   * acknowledgement was lost): `fresh`. Behind what was delivered here — the subject lost entries
+   * this fan-out stored (their PubAcks came back; a whole-cluster kill -9 of nats-server 2.9.10 left
+   * a leader without them), or retention emptied it — the fence moves to the subject's last entry and
+   * the chain stays on the position delivered last: the next delivery names it (Parley-Prev-Seq), so
+   * the recipient sees the hole and backfills it from the room's history. Taking `fresh` whole
+   * chained the next delivery onto the entry before the lost ones, and the recipient never knew of
+   * them (`reliability.test.ts`, 3 nodes: 7 messages of one room never reached one member).
+   */
+  function behind(c: Cursor, fresh: Cursor): Cursor {
+    return fresh.roomSeq < c.roomSeq ? { ...c, inboxSeq: fresh.inboxSeq } : fresh;
+  }
+
+  /**
    * Delivers a batch's entries for one (recipient, room) inbox subject, in log order. The first
    * publish is fenced — stored only if the subject's last entry is the one this fan-out last wrote
    * (`Nats-Expected-Last-Subject-Sequence`) — and the rest follow at once on the same connection,
@@ -681,11 +696,7 @@ export function createFanout(o: FanoutOptions) {
         if (!isKvConflict(err)) throw err;
         refused = `expected inbox #${c.inboxSeq}, refused with "${(err as Error).message}"`;
         changes++;
-        const fresh = await lookupCursor(conn, recipient, room, true);
-        // Retention emptied the subject (its entries aged out, or went to the inbox byte limit): the
-        // fence now expects an empty subject, and the position delivered last still chains the next
-        // delivery (Parley-Prev-Seq), so the recipient sees the hole instead of a first message.
-        c = fresh.inboxSeq === 0 && c.roomSeq > 0 ? { roomSeq: c.roomSeq, inboxSeq: 0 } : fresh;
+        c = behind(c, await lookupCursor(conn, recipient, room, true));
         cursors.set(key, c);
         continue;
       }
@@ -702,7 +713,7 @@ export function createFanout(o: FanoutOptions) {
           c = { ...c, roomSeq: first.m.seq, ...(messageId ? { messageId } : {}) };
           checked = c;
         } else {
-          c = fresh;
+          c = behind(c, fresh);
           changes++;
         }
         cursors.set(key, c);

@@ -7,6 +7,7 @@ import {
   headerOf,
   idTime,
   newId,
+  ParleyError,
   participantKind,
   type RoomMessage,
   setHeader,
@@ -93,7 +94,10 @@ export async function storedMessageId(jsm: JetStreamManager, seq: number): Promi
 
 /**
  * Reads a room's log entries with positions in [from, to], oldest first, at most `limit`, through an
- * ordered consumer filtered on the room's subject (the server skips other rooms' entries).
+ * ordered consumer filtered on the room's subject (the server skips other rooms' entries). The
+ * range must hold an entry of the room (the history reads up to the room's last one): a fetch that
+ * brings nothing before the read reached `to` or the consumer's end is refused UNAVAILABLE, never
+ * answered as the whole range (a stream still recovering after a restart can let a fetch expire).
  */
 export async function readLog(
   js: JetStreamClient,
@@ -124,12 +128,19 @@ export async function readLog(
           break;
         }
         entries.push(m);
-        if (m.info.pending === 0) {
+        if (m.info.pending === 0 || (range.to !== undefined && m.seq >= range.to)) {
           exhausted = true;
           break;
         }
       }
-      if (exhausted || got === 0) break;
+      if (exhausted) break;
+      if (got === 0) {
+        throw new ParleyError(
+          'UNAVAILABLE',
+          `the room log did not answer a read of room ${room.id} from position ${entries.at(-1)?.seq ?? range.from} on`,
+          { retryAfterMs: 500 },
+        );
+      }
     }
   } finally {
     await consumer.delete().catch(() => undefined);
@@ -137,9 +148,14 @@ export async function readLog(
   return { entries, more };
 }
 
-/** The log position of a room's newest entry, or 0. */
+/**
+ * The log position of a room's newest entry, or 0. Read from the stream leader: a replica still
+ * catching up after a restart answers a direct get with an older position or none, and a history
+ * read bounded by it came back short without saying so (an agent backfilling a hole took it for all
+ * there was).
+ */
 export async function lastPosition(jsm: JetStreamManager, room: RoomLocation): Promise<number> {
-  const m = await jsm.direct.getMessage(streams.rooms, {
+  const m = await jsm.streams.getMessage(streams.rooms, {
     last_by_subj: subjects.room(room.partition, room.id),
   });
   return m?.seq ?? 0;
@@ -148,17 +164,18 @@ export async function lastPosition(jsm: JetStreamManager, room: RoomLocation): P
 /**
  * The log position of a room's first entry at or after `from` that is still stored, or 0 when none
  * is. Retention only ever removes a room's oldest entries (age, bytes and the per-room cap all drop
- * from the front), so what is retained of a room is everything from this position on.
+ * from the front), so what is retained of a room is everything from this position on. Read from
+ * the stream leader: a replica catching up answers "none" for entries it has not applied yet, which
+ * would read as retention having removed them.
  */
 export async function firstPosition(
   jsm: JetStreamManager,
   room: RoomLocation,
   from: number,
 ): Promise<number> {
-  const m = await jsm.direct.getMessage(streams.rooms, {
-    seq: Math.max(1, from),
-    next_by_subj: subjects.room(room.partition, room.id),
-  });
+  // The leader's get takes `next_by_subj` (nats-server 2.9 on); nats.js types it for direct gets only.
+  const query = { seq: Math.max(1, from), next_by_subj: subjects.room(room.partition, room.id) };
+  const m = await jsm.streams.getMessage(streams.rooms, query as unknown as { seq: number });
   return m?.seq ?? 0;
 }
 
