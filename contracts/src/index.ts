@@ -24,3 +24,4 @@ export * from './streams.js';
 export * from './subjects.js';
 export * from './tasks.js';
 export * from './tracing.js';
+export * from './write-coalescing.js';

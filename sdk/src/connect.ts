@@ -10,7 +10,7 @@ import {
   connect as natsConnect,
   wsconnect,
 } from '@nats-io/transport-node';
-import { NATS_CONNECT_TIMEOUT_MS, ParleyError, subjects } from '@parley/contracts';
+import { coalesceWrites, NATS_CONNECT_TIMEOUT_MS, ParleyError, subjects } from '@parley/contracts';
 import { localBackbone } from './local-home.js';
 import type { PresenceOptions } from './presence.js';
 
@@ -131,6 +131,7 @@ export async function connectWithCreds(
   for (let attempt = 1; ; attempt++) {
     try {
       const nc = isWebSocket(target.servers) ? await connectWebSocket(opts) : await natsConnect(opts);
+      coalesceWrites(nc);
       return { nc, identity };
     } catch (err) {
       // The server gives a client a short time from its INFO to a signed CONNECT (2 s by default,

@@ -19,6 +19,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
+import { coalesceWrites } from '@parley/contracts';
 import { KeyMaterial, mintServiceCreds } from '@parley/keys';
 import { loadTelemetryConfig, silentLogger, startTelemetry } from '@parley/kit';
 import { freePort } from '@parley/nats-server';
@@ -155,8 +156,17 @@ async function startBackbone(env: Record<string, string> = {}) {
     natsUrl,
     adminCreds: join(home, 'creds', 'admin.creds'),
     pids: { bench: process.pid, services: child.pid, natsServer: childPids(child.pid ?? 0)[0] },
-    connect: () =>
-      natsConnect({ servers: natsUrl, authenticator: credsAuthenticator(creds), noAsyncTraces: true }),
+    // Raw JetStream's connections write as Parley's do (coalesceWrites: the services' and the SDK's),
+    // so the comparison stays fair.
+    connect: async () => {
+      const nc = await natsConnect({
+        servers: natsUrl,
+        authenticator: credsAuthenticator(creds),
+        noAsyncTraces: true,
+      });
+      coalesceWrites(nc);
+      return nc;
+    },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

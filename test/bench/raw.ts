@@ -3,7 +3,7 @@
  * make it — one room write (with a Nats-Msg-Id, as the ingress writes), one inbox write per member
  * (with a per-recipient Nats-Msg-Id, as the fan-out does), writes retried when they fail as Parley
  * retries them, one durable consume + ack per member — with the same client options
- * (`noAsyncTraces`), the same JetStream publish path (kit's `JsPublisher`: PubAcks paired through one
+ * (`noAsyncTraces`, and one socket write per event-loop turn: `coalesceWrites`), the same JetStream publish path (kit's `JsPublisher`: PubAcks paired through one
  * subscription, no Error built per completed request), the same stream settings, the same
  * partitioned, batched fan-out, and the same
  * topology and push/pull choice as Parley: durable push consumers (flow control, idle heartbeats)
@@ -24,7 +24,7 @@ import {
 } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
 import { INBOX_IDLE_HEARTBEAT_MS, PARTITION_IDLE_HEARTBEAT_MS } from '@parley/contracts';
-import { coalesceWrites, JsPublisher } from '@parley/kit';
+import { JsPublisher } from '@parley/kit';
 import { atRate, progress, type Tail, tail, windowed } from './stats.js';
 
 /** Options of the raw pipeline. */
@@ -146,10 +146,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   }
 
   // The fan-out: one worker per partition, micro-batched like Parley's, on its own connections.
-  // They write once per event-loop turn, as Parley's services' connections do (coalesceWrites); the
-  // members' connections, like the SDK's, do not.
   const fanConns = await Promise.all(Array.from({ length: Math.max(1, o.fanoutConnections) }, o.connect));
-  for (const c of fanConns) coalesceWrites(c);
   const fanPublishers = fanConns.map((c) => new JsPublisher(c, '_INBOX.bench'));
   for (const fp of fanPublishers) await fp.start();
   let stopping = false;

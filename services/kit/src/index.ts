@@ -19,4 +19,3 @@ export * from './service.js';
 export * from './standing.js';
 export * from './telemetry.js';
 export * from './worker.js';
-export * from './write-coalescing.js';

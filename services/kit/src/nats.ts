@@ -5,9 +5,8 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import { NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
+import { coalesceWrites, NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
 import type { Logger } from 'pino';
-import { coalesceWrites } from './write-coalescing.js';
 
 /** Options of {@link connectNats}. */
 export interface ConnectNatsOptions {

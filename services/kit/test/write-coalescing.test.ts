@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { coalesceWrites, connectNats } from '@parley/kit';
+import { coalesceWrites } from '@parley/contracts';
+import { connectNats } from '@parley/kit';
 import { startServer, type TestServer } from '@parley/test/harness';
 
 /** Counts the socket writes of `nc` (nats.js hands each one to its transport's `send`). */

@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
 
 /** The part of nats.js's protocol handler that {@link coalesceWrites} replaces. */
 interface Protocol {
@@ -18,12 +18,15 @@ const encoder = new TextEncoder();
  * (every `await` of a request it handles), so each became a write of its own. `setImmediate` runs
  * after the turn's I/O callbacks: every command queued in them goes out in one write. The buffer
  * is still written at once at nats.js's flush threshold (32 KiB), `flush()`'s PING goes out as
- * before, and `close()` writes the buffer first. Returns whether the client had the shape this
- * relies on (nats.js 3.x); when not, the connection is left as it is.
+ * before, and `close()` writes the buffer first. The services' connections and the SDK's use it
+ * (an agent acknowledges every delivery: at a backlog, the acks of one socket read go out in one
+ * write). Returns whether the client had the shape this relies on (nats.js 3.x) and the runtime has
+ * `setImmediate` (Node; not a browser); when not, the connection is left as it is.
  */
 export function coalesceWrites(nc: NatsConnection): boolean {
   const p = (nc as unknown as { protocol?: Partial<Protocol> }).protocol;
   if (
+    typeof setImmediate !== 'function' ||
     !p ||
     typeof p.sendCommand !== 'function' ||
     typeof p.flushPending !== 'function' ||
