@@ -706,10 +706,9 @@ export class DeliveryEngine {
    * resolves with the retention gap when it could not be told on a backfilled delivery (history held
    * nothing of the hole). The hole ends at `prev`, the position the fan-out delivered here last
    * before the message that revealed it: a read that did not reach it (an answer from a replica
-   * still catching up after a restart) is refused before anything of it is handed out. Taking it
-   * as the whole hole handed out the revealing message with the rest of the hole unfilled: seen
-   * in a 3-node whole-cluster kill, where those messages then came from the inbox after it and
-   * were handled out of order or, taken for handled before, not at all.
+   * still catching up after a restart) is refused before anything of it is handed out. Taken as
+   * the whole hole, it let the revealing message be handled with the rest of the hole unfilled,
+   * and what came of it later was taken for handled before: never handed out.
    */
   async #backfill(room: string, after: number, before: number, prev = 0): Promise<RetentionGap | undefined> {
     const found = await this.backfill(room, after, before);
