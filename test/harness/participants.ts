@@ -80,21 +80,30 @@ export function memoryCursorStore(): CursorStore {
 
 /**
  * Two new participants of `parley` connected with the SDK, and a room `name` the sender made with the
- * receiver in it; `handled` collects the receiver's deliveries, in handling order.
+ * receiver in it; `handled` collects the receiver's deliveries, in handling order. `receiverOptions`
+ * go to the receiver's connect; `creds` are the receiver's, to connect it again.
  */
 export async function senderAndReceiver(
   parley: TestParley,
   name: string,
-): Promise<{ sender: Agent; receiver: Agent; member: string; room: RoomHandle; handled: Delivery[] }> {
+  receiverOptions: Parameters<TestParley['connect']>[1] = {},
+): Promise<{
+  sender: Agent;
+  receiver: Agent;
+  member: string;
+  creds: string;
+  room: RoomHandle;
+  handled: Delivery[];
+}> {
   const s = await parley.participant();
   const r = await parley.participant();
   const sender = await parley.connect(s.creds);
-  const receiver = await parley.connect(r.creds);
+  const receiver = await parley.connect(r.creds, receiverOptions);
   const handled: Delivery[] = [];
   receiver.on('message', (d) => {
     handled.push(d);
   });
   await receiver.listening;
   const room = await sender.rooms.create(name, { members: [r.id] });
-  return { sender, receiver, member: r.id, room, handled };
+  return { sender, receiver, member: r.id, creds: r.creds, room, handled };
 }

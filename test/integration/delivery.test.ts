@@ -3,10 +3,11 @@ import { after, before, describe, it } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { inboxStream, roomsApi, streams, subjects } from '@parley/contracts';
-import type { Agent, CursorStore, Delivery } from '@parley/sdk';
+import type { Agent, Delivery } from '@parley/sdk';
 import {
   connectService,
   memoryCursorStore,
+  senderAndReceiver,
   startParley,
   type TestParley,
   waitFor,
@@ -24,30 +25,37 @@ describe('SDK delivery', () => {
     await parley?.destroy();
   });
 
-  it('backfills from history what an absent agent lost to the inbox cap, in order', async () => {
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const positions = new Map<string, number>();
-    const store: CursorStore = {
-      get: (room) => positions.get(room),
-      set: (room, seq) => void positions.set(room, seq),
-    };
-    const got: Delivery[] = [];
-    const first = await parley.connect(r.creds, { delivery: { cursorStore: store } });
-    first.on('message', (d) => {
-      got.push(d);
+  /**
+   * A member of a new room `name` that handled its first message (m0) and went away; `again()`
+   * connects it once more with the same cursor store, and `listen(agent)` collects what it handles
+   * into `got` after m0.
+   */
+  async function awayAfterFirst(name: string) {
+    const store = memoryCursorStore();
+    const {
+      receiver,
+      member,
+      creds,
+      room,
+      handled: got,
+    } = await senderAndReceiver(parley, name, {
+      delivery: { cursorStore: store },
     });
-    await first.listening;
-    const room = await sender.rooms.create('gap', { members: [r.id] });
     await room.send('m0');
     await waitFor(() => got.length === 1, 'the first message');
-    await first.close();
+    await receiver.close();
+    const listen = (agent: Agent) =>
+      agent.on('message', (d) => {
+        got.push(d);
+      });
+    const again = () => parley.connect(creds, { delivery: { cursorStore: store } });
+    return { member, room, got, again, listen };
+  }
+
+  it('backfills from history what an absent agent lost to the inbox cap, in order', async () => {
+    const { room, got, again, listen } = await awayAfterFirst('gap');
     for (let i = 1; i <= 20; i++) await room.send(`m${i}`);
-    const again = await parley.connect(r.creds, { delivery: { cursorStore: store } });
-    again.on('message', (d) => {
-      got.push(d);
-    });
+    listen(await again());
     await waitFor(() => got.length === 21, 'all 21 messages', 15_000);
     assert.deepEqual(
       got.map(text),
@@ -60,22 +68,9 @@ describe('SDK delivery', () => {
   });
 
   it('reads history again when it comes back short of the hole (a replica catching up), and hands nothing out of order', async () => {
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const store = memoryCursorStore();
-    const got: Delivery[] = [];
-    const first = await parley.connect(r.creds, { delivery: { cursorStore: store } });
-    first.on('message', (d) => {
-      got.push(d);
-    });
-    await first.listening;
-    const room = await sender.rooms.create('short read', { members: [r.id] });
-    await room.send('m0');
-    await waitFor(() => got.length === 1, 'the first message');
-    await first.close();
+    const { room, got, again: connectAgain, listen } = await awayAfterFirst('short read');
     for (let i = 1; i <= 20; i++) await room.send(`m${i}`);
-    const again = await parley.connect(r.creds, { delivery: { cursorStore: store } });
+    const again = await connectAgain();
     // The first history read answers as a replica still applying the log would: the first three
     // entries of the hole, and nothing more to read.
     const call = again.call.bind(again);
@@ -90,9 +85,7 @@ describe('SDK delivery', () => {
       const page = res as { entries: unknown[] };
       return { ...page, entries: page.entries.slice(0, 3), more: false };
     }) as typeof again.call;
-    again.on('message', (d) => {
-      got.push(d);
-    });
+    listen(again);
     await waitFor(() => got.length === 21, 'all 21 messages', 15_000);
     assert.deepEqual(
       got.map(text),
@@ -103,20 +96,7 @@ describe('SDK delivery', () => {
   });
 
   it('backfills what the inbox lost after the fan-out stored it, when the next entry comes', async () => {
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const store = memoryCursorStore();
-    const got: Delivery[] = [];
-    const first = await parley.connect(r.creds, { delivery: { cursorStore: store } });
-    first.on('message', (d) => {
-      got.push(d);
-    });
-    await first.listening;
-    const room = await sender.rooms.create('lost by the inbox', { members: [r.id] });
-    await room.send('m0');
-    await waitFor(() => got.length === 1, 'the first message');
-    await first.close();
+    const { member, room, got, again: connectAgain, listen } = await awayAfterFirst('lost by the inbox');
     for (let i = 1; i <= 3; i++) await room.send(`m${i}`);
     // The inbox loses its two newest entries after the fan-out stored them, and its last entry is
     // again the one before them (as the new leader of an inbox stream had it after a whole-cluster
@@ -125,8 +105,8 @@ describe('SDK delivery', () => {
     const nc = await connectService(parley);
     try {
       const jsm = await jetstreamManager(nc);
-      const stream = inboxStream(r.id);
-      const subject = subjects.inbox(r.id, room.id);
+      const stream = inboxStream(member);
+      const subject = subjects.inbox(member, room.id);
       const stored = async () => {
         const out: number[] = [];
         for (let seq = 1; ; ) {
@@ -148,10 +128,8 @@ describe('SDK delivery', () => {
       await nc.close();
     }
     await room.send('m4');
-    const again = await parley.connect(r.creds, { delivery: { cursorStore: store } });
-    again.on('message', (d) => {
-      got.push(d);
-    });
+    const again = await connectAgain();
+    listen(again);
     await waitFor(() => got.length === 5, 'all 5 messages', 15_000);
     assert.deepEqual(got.map(text), ['m0', 'm1', 'm2', 'm3', 'm4']);
     assert.deepEqual(
