@@ -580,9 +580,12 @@ export class DeliveryEngine {
         done();
         return;
       }
+      // The hole ends at the position named before this one, which the history read must reach;
+      // a name at or past this entry's own position is no predecessor (a broken chain): the hole is
+      // read without that requirement, instead of refused for a minute.
       const gap =
         last !== undefined && prev > last
-          ? await this.#backfillRetrying(room, last, roomSeq, prev)
+          ? await this.#backfillRetrying(room, last, roomSeq, prev < roomSeq ? prev : 0)
           : undefined;
       if (this.#seen.has(id) || this.#held.has(id)) {
         // Handed out from an earlier position (the room log holds it twice: a JetStream fault, or a

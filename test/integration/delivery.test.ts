@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import { inboxStream, roomsApi, streams, subjects } from '@parley/contracts';
+import { headerNames, inboxStream, roomsApi, streams, subjects } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
   connectService,
@@ -136,6 +136,41 @@ describe('SDK delivery', () => {
       got.map((d) => d.backfilled),
       [false, false, true, true, false],
     );
+    await again.close();
+  });
+
+  it('hands out at once an entry that names its own position as the one before it', async () => {
+    const { member, room, got, again: connectAgain, listen } = await awayAfterFirst('chained to itself');
+    await room.send('m1');
+    // m1's inbox entry is replaced by one naming m1's own position before it, as a fan-out run that
+    // held a position twice once wrote (chaos test); the history read for the "hole" before it can
+    // never reach that position.
+    const nc = await connectService(parley);
+    try {
+      const jsm = await jetstreamManager(nc);
+      const stream = inboxStream(member);
+      const subject = subjects.inbox(member, room.id);
+      const last = () => jsm.streams.getMessage(stream, { last_by_subj: subject });
+      const isM1 = (data: Uint8Array | undefined) =>
+        data !== undefined && JSON.parse(new TextDecoder().decode(data)).parts[0]?.text === 'm1';
+      await waitFor(async () => isM1((await last())?.data), 'm1 in the inbox');
+      const m1 = await last();
+      assert.ok(m1);
+      const roomSeq = m1.header.get(headerNames.roomSeq);
+      assert.ok(await jsm.streams.deleteMessage(stream, m1.seq));
+      const h = natsHeaders();
+      for (const [k, v] of m1.header) if (!k.startsWith('Nats-')) for (const x of v) h.append(k, x);
+      h.set(headerNames.prevSeq, roomSeq);
+      await jetstream(nc).publish(subject, m1.data, { headers: h });
+    } finally {
+      await nc.close();
+    }
+    const again = await connectAgain();
+    listen(again);
+    // Before, the history read was refused as short of the named position and tried again for a
+    // minute (BACKFILL_RETRY_MS) before m1 was handed out.
+    await waitFor(() => got.length === 2, 'm1', 15_000);
+    assert.deepEqual(got.map(text), ['m0', 'm1']);
     await again.close();
   });
 

@@ -185,6 +185,24 @@ const FORWARDED_HEADERS = [
 /** The consumer name of a partition. */
 export const partitionConsumer = (p: number) => `fanout_${p}`;
 
+/**
+ * A batch as the fan-out handles it: one entry per room-log position (the copy pushed last), in log
+ * order. A partition consumer whose leader changed pushes again entries that may still wait here. A
+ * run holding a position twice wrote the second copy chained to itself (its predecessor being the
+ * first copy), and one out of order chained an entry to a later one. The inbox's de-duplication
+ * hides that only while every replica agrees: in the chaos test, after a SIGSTOP of a node, two
+ * replicas stored room position 269 once, chained to 266, while the paused one stored only the
+ * second copy, chained to 269 itself, and the check read that replica.
+ */
+export function inLogOrder<T extends { seq: number }>(batch: T[]): T[] {
+  let ordered = true;
+  for (let i = 1; i < batch.length && ordered; i++) ordered = (batch[i] as T).seq > (batch[i - 1] as T).seq;
+  if (ordered) return batch;
+  const bySeq = new Map<number, T>();
+  for (const m of batch) bySeq.set(m.seq, m);
+  return [...bySeq.values()].sort((a, b) => a.seq - b.seq);
+}
+
 /** The longest wait of a fan-out worker before it starts over (doubling from 100 ms). */
 const RESTART_BACKOFF_MAX_MS = 1_000;
 
@@ -1276,7 +1294,13 @@ export function createFanout(o: FanoutOptions) {
             }
             if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
             sub.busy = true;
-            const batch = queue.splice(0, o.batchSize);
+            const taken = queue.splice(0, o.batchSize);
+            const batch = inLogOrder(taken);
+            if (batch !== taken)
+              plog.info(
+                { pushed: taken.length, positions: batch.length, from: batch[0]?.seq, to: batch.at(-1)?.seq },
+                'the partition consumer pushed entries again or out of order: handled once each, in log order',
+              );
             const lost = await lostBefore(batch);
             if (lost) {
               lostPoint = lost;
