@@ -186,13 +186,14 @@ const FORWARDED_HEADERS = [
 export const partitionConsumer = (p: number) => `fanout_${p}`;
 
 /**
- * A batch as the fan-out handles it: one entry per room-log position (the copy pushed last), in log
- * order. A partition consumer whose leader changed pushes again entries that may still wait here. A
- * run holding a position twice wrote the second copy chained to itself (its predecessor being the
- * first copy), and one out of order chained an entry to a later one. The inbox's de-duplication
- * hides that only while every replica agrees: in the chaos test, after a SIGSTOP of a node, two
- * replicas stored room position 269 once, chained to 266, while the paused one stored only the
- * second copy, chained to 269 itself, and the check read that replica.
+ * A batch as the fan-out handles it: one entry per room-log position (the copy pushed last; the
+ * worker starts over when two copies are different messages), in log order. A partition consumer
+ * may push again entries that still wait here: a node paused with SIGSTOP pushes, as it wakes, what
+ * the consumer's next leader pushed meanwhile. A run holding a position twice wrote the second copy
+ * chained to itself (its predecessor being the first copy), and one out of order chained an entry
+ * to a later one. The inbox's de-duplication hides that only while every replica agrees: in the
+ * chaos test two replicas stored room position 269 once, chained to 266, while the paused one
+ * stored only the second copy, chained to 269 itself, and the check read that replica.
  */
 export function inLogOrder<T extends { seq: number }>(batch: T[]): T[] {
   let ordered = true;
@@ -1296,11 +1297,26 @@ export function createFanout(o: FanoutOptions) {
             sub.busy = true;
             const taken = queue.splice(0, o.batchSize);
             const batch = inLogOrder(taken);
-            if (batch !== taken)
+            if (batch !== taken) {
+              // Two messages at one position: one of them is not in the log (a copy from a node
+              // whose store diverged). Which one is the log's to say: the worker starts over from it.
+              const kept = new Map(batch.map((m) => [m.seq, messageIdOf(m)]));
+              const differing = taken.filter((m) => messageIdOf(m) !== kept.get(m.seq)).map((m) => m.seq);
               plog.info(
-                { pushed: taken.length, positions: batch.length, from: batch[0]?.seq, to: batch.at(-1)?.seq },
+                {
+                  pushed: taken.length,
+                  positions: batch.length,
+                  from: batch[0]?.seq,
+                  to: batch.at(-1)?.seq,
+                  differing,
+                },
                 'the partition consumer pushed entries again or out of order: handled once each, in log order',
               );
+              if (differing.length)
+                throw new Error(
+                  `the partition consumer pushed two messages at room-log position ${differing[0]}: starting over from the log`,
+                );
+            }
             const lost = await lostBefore(batch);
             if (lost) {
               lostPoint = lost;
