@@ -580,12 +580,9 @@ export class DeliveryEngine {
         done();
         return;
       }
-      // The hole ends at the position named before this one, which the history read must reach;
-      // a name at or past this entry's own position is no predecessor (a broken chain): the hole is
-      // read without that requirement, instead of refused for a minute.
       const gap =
         last !== undefined && prev > last
-          ? await this.#backfillRetrying(room, last, roomSeq, prev < roomSeq ? prev : 0)
+          ? await this.#backfillRetrying(room, last, roomSeq, prev)
           : undefined;
       if (this.#seen.has(id) || this.#held.has(id)) {
         // Handed out from an earlier position (the room log holds it twice: a JetStream fault, or a
@@ -711,11 +708,13 @@ export class DeliveryEngine {
    * before the message that revealed it: a read that did not reach it (an answer from a replica
    * still catching up after a restart) is refused before anything of it is handed out. Taken as
    * the whole hole, it let the revealing message be handled with the rest of the hole unfilled,
-   * and what came of it later was taken for handled before: never handed out.
+   * and what came of it later was taken for handled before: never handed out. A `prev` at or past
+   * `before` is no predecessor (a broken chain): no read could reach it, and requiring it held the
+   * message back for a minute.
    */
   async #backfill(room: string, after: number, before: number, prev = 0): Promise<RetentionGap | undefined> {
     const found = await this.backfill(room, after, before);
-    if (!found.gap && found.through < prev) {
+    if (!found.gap && prev < before && found.through < prev) {
       throw new ParleyError(
         'UNAVAILABLE',
         `room ${room}: history answered up to position ${found.through}, short of ${prev}, the one delivered here before position ${before}`,

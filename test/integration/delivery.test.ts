@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type StoredMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
 import { headerNames, inboxStream, roomsApi, streams, subjects } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
@@ -50,6 +50,22 @@ describe('SDK delivery', () => {
       });
     const again = () => parley.connect(creds, { delivery: { cursorStore: store } });
     return { member, room, got, again, listen };
+  }
+
+  /**
+   * Stores an inbox entry read back (`stored`) once more on `subject`, with its Parley headers (and
+   * `set` over them), as the fan-out would write it; JetStream's own headers are left out.
+   */
+  async function storeAgain(
+    nc: Awaited<ReturnType<typeof connectService>>,
+    subject: string,
+    stored: StoredMsg,
+    set: Record<string, string> = {},
+  ) {
+    const h = natsHeaders();
+    for (const [k, v] of stored.header) if (!k.startsWith('Nats-')) for (const x of v) h.append(k, x);
+    for (const [k, v] of Object.entries(set)) h.set(k, v);
+    await jetstream(nc).publish(subject, stored.data, { headers: h });
   }
 
   it('backfills from history what an absent agent lost to the inbox cap, in order', async () => {
@@ -121,9 +137,7 @@ describe('SDK delivery', () => {
       const before = await jsm.streams.getMessage(stream, { seq: m1 });
       assert.ok(before);
       for (const seq of [m3, m2]) assert.ok(await jsm.streams.deleteMessage(stream, seq));
-      const h = natsHeaders();
-      for (const [k, v] of before.header) if (!k.startsWith('Nats-')) for (const x of v) h.append(k, x);
-      await jetstream(nc).publish(subject, before.data, { headers: h });
+      await storeAgain(nc, subject, before);
     } finally {
       await nc.close();
     }
@@ -158,10 +172,7 @@ describe('SDK delivery', () => {
       assert.ok(m1);
       const roomSeq = m1.header.get(headerNames.roomSeq);
       assert.ok(await jsm.streams.deleteMessage(stream, m1.seq));
-      const h = natsHeaders();
-      for (const [k, v] of m1.header) if (!k.startsWith('Nats-')) for (const x of v) h.append(k, x);
-      h.set(headerNames.prevSeq, roomSeq);
-      await jetstream(nc).publish(subject, m1.data, { headers: h });
+      await storeAgain(nc, subject, m1, { [headerNames.prevSeq]: roomSeq });
     } finally {
       await nc.close();
     }
