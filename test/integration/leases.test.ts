@@ -78,12 +78,58 @@ describe('fan-out leases', () => {
     const b = make('b');
     await a.start();
     assert.equal(a.held().length, 16);
+    const joined = Date.now();
     await b.start();
     await waitFor(() => a.held().length === 8 && b.held().length === 8, 'an 8/8 split', 10_000);
+    const splitMs = Date.now() - joined;
     assert.equal(new Set([...a.held(), ...b.held()]).size, 16, 'no partition held twice');
+    const stopped = Date.now();
     await b.stop();
     await waitFor(() => a.held().length === 16, 'the survivor holding all 16', 10_000);
+    console.log(
+      `8/8 split ${splitMs} ms after the second replica started; all 16 back ${Date.now() - stopped} ms after it stopped (TTL 1500 ms)`,
+    );
     await a.stop();
+  });
+
+  it('the survivor takes a dead replica’s partitions within two TTLs', async () => {
+    // A replica killed -9 renews nothing more: its leases lapse after one TTL, its replica key is
+    // judged gone after 1.5 TTLs (live-keys.ts), and the survivor's next balance (every half TTL) takes them.
+    const ttlMs = 1_500;
+    const kv = await new Kvm(nc).create('leases_dead', { ttl: ttlMs, history: 1 });
+    const deadNc = await server.connect();
+    const make = (id: string, bucket: typeof kv) =>
+      createLeaseManager({
+        kv: bucket,
+        replicaId: id,
+        partitions: 16,
+        ttlMs,
+        log,
+        callbacks: { acquired: () => undefined, released: async () => undefined },
+      });
+    const a = make('a', kv);
+    const b = make('b', await new Kvm(deadNc).open('leases_dead'));
+    await a.start();
+    await b.start();
+    try {
+      await waitFor(() => a.held().length === 8 && b.held().length === 8, 'an 8/8 split', 10_000);
+      // The last renewal that reached the server: the leases lapse one TTL after it.
+      const renewedAt = async () =>
+        Math.max(
+          ...(await Promise.all(
+            b.held().map(async (p) => (await kv.get(`fanout.${p}`))?.created.getTime() ?? 0),
+          )),
+        );
+      await deadNc.close();
+      const lastRenewal = await renewedAt();
+      await waitFor(() => a.held().length === 16, 'the survivor holding all 16', 5 * ttlMs);
+      const ms = Date.now() - lastRenewal;
+      console.log(`dead replica's partitions taken ${ms} ms after its last renewal (TTL ${ttlMs} ms)`);
+      assert.ok(ms <= 2 * ttlMs + 500, `taken ${ms} ms after the last renewal, more than two TTLs`);
+    } finally {
+      // The dead one's loops still run (on a closed connection): stopped so the file can end.
+      await Promise.all([a.stop(), b.stop()]);
+    }
   });
 
   it('a replica restarted under its old id does not take back a lease another replica took meanwhile', async () => {

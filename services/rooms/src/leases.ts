@@ -9,15 +9,17 @@
  *   worker cannot write either: giving leases up on timeouts restarted every worker after each
  *   outage). A worker whose key another replica took (it lapsed) is told to stop at once and
  *   acknowledges nothing more; its writes in flight are fenced;
- * - every TTL, the replica aims at its fair share, ceil(partitions / live replicas): it takes free
- *   partitions up to it, so partitions spread when replicas join and move to the survivors when one
- *   dies (after at most one TTL).
- * Coverage never depends on that count being right: a partition found without a holder at two
- * balances in a row is taken by whoever sees it, beyond its fair share, and a replica gives a
- * partition back only when a live replica below its fair share exists to take it. (On a first start
- * of a fresh home a replica once computed the share of two replicas and held 8 of 16 partitions
- * for good: rooms of the other 8 received nothing.) Every partition thus has a live holder within
- * two TTLs of losing one. A balance step is bounded in time, so a hung KV listing cannot stop it.
+ * - every half TTL, and at once when a lease is deleted (handed back), the replica aims at its fair
+ *   share, ceil(partitions / live replicas): it takes free partitions up to it, so partitions spread
+ *   when replicas join and move to the survivors when one dies. A dead replica's leases lapse one
+ *   TTL after its last renewal and it counts as dead 1.5 TTLs after it, so the survivors' next step
+ *   takes them within two TTLs of that renewal.
+ * Coverage never depends on that count being right: a partition found without a holder for a TTL is
+ * taken by whoever sees it, beyond its fair share, and a replica gives a partition back only when a
+ * live replica below its fair share exists to take it. (On a first start of a fresh home a replica
+ * once computed the share of two replicas and held 8 of 16 partitions for good: rooms of the other
+ * 8 received nothing.) Every partition thus has a live holder within about two and a half TTLs of
+ * losing one. A balance step is bounded in time, so a hung KV listing cannot stop it.
  * Workers are stopped in the background: stopping one waits for its batch in flight.
  * Handover rule: a partition given back keeps its key, renewed, until its worker has stopped, and
  * only then is the key deleted. Deleting it first (or letting it lapse while a slow stop waited on a
@@ -27,7 +29,7 @@
  */
 import type { KV, KvEntry } from '@nats-io/kv';
 import { isKvConflict, type Logger } from '@parley/kit';
-import { type LiveKeys, watchLiveKeys } from './live-keys.js';
+import { keepWatching, type LiveKeys, watchLiveKeys } from './live-keys.js';
 
 /** The replica a lease entry names ('?' when it names none). */
 function holderOf(e: KvEntry): string {
@@ -118,14 +120,26 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   /** The backbone did not answer the last renewal: when it answers again, balance at once. */
   let unreachable = false;
   let kicked: Promise<void> | undefined;
+  /** Off until the first balance of `start()` is done: never two balances at once. */
+  let kicksOn = false;
+  /** A kick came while a kicked balance was under way (which may have read the leases before it). */
+  let kickedAgain = false;
   function kickBalance(): void {
-    if (!running || kicked) return;
+    if (!kicksOn || !running) return;
+    if (kicked) {
+      kickedAgain = true;
+      return;
+    }
     // After the partitions' balance in progress, if any: never two at once.
     kicked = balancing
       .then(() => (running ? balance() : undefined))
       .catch((err) => log.warn({ err: (err as Error).message }, 'lease step failed'))
       .finally(() => {
         kicked = undefined;
+        if (kickedAgain) {
+          kickedAgain = false;
+          kickBalance();
+        }
       });
     balancing = kicked;
   }
@@ -212,6 +226,8 @@ export function createLeaseManager(o: LeaseManagerOptions) {
 
   /** Replicas seen alive (a KV watch, not a listing per balance: see live-keys.ts). */
   let replicas: LiveKeys | undefined;
+  /** The watch on the partitions' leases (deletions kick a balance). */
+  let leaseWatch: { stop(): void } | undefined;
   async function liveReplicas(): Promise<Set<string>> {
     const live = replicas?.live() ?? new Set<string>();
     live.add(o.replicaId);
@@ -274,8 +290,8 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     }
   }
 
-  /** Partitions seen without a holder at the previous balance. */
-  let wasFree = new Set<number>();
+  /** Partitions without a holder at the last balance, and since when (ms since the epoch). */
+  let freeSince = new Map<number, number>();
 
   async function balance(): Promise<void> {
     // Generous: only a listing that never ends must not stop balancing (a recovering cluster is slow).
@@ -301,22 +317,25 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     // Start at a replica-specific offset so replicas do not all race for partition 0.
     let offset = 0;
     for (const ch of o.replicaId) offset = (offset * 31 + ch.charCodeAt(0)) % o.partitions;
-    const free = new Set<number>();
+    const now = Date.now();
+    const free = new Map<number, number>();
     for (let i = 0; i < o.partitions && running; i++) {
       const p = (offset + i) % o.partitions;
       if (held.has(p) || releasing.has(p)) continue;
       const holder = holding.get(p);
       if (holder !== undefined && holder !== o.replicaId) continue;
-      // Up to the fair share; beyond it only what stayed without a holder since the last balance.
-      const orphan = wasFree.has(p) && holder === undefined;
+      // Up to the fair share; beyond it only what stayed without a holder for a TTL (balances are
+      // more frequent than that, and a handover in progress leaves a partition free for a moment).
+      const since = freeSince.get(p) ?? now;
+      const orphan = holder === undefined && now - since >= o.ttlMs;
       if (held.size < fair || holder === o.replicaId || orphan) {
         if (orphan && held.size >= fair) log.warn({ partition: p, fair }, 'taking a partition nobody holds');
         if (await take(p, holder)) continue;
       }
-      if (holder === undefined) free.add(p);
+      if (holder === undefined) free.set(p, since);
     }
-    wasFree = free;
-    o.onUnheld?.([...free].sort((a, b) => a - b));
+    freeSince = free;
+    o.onUnheld?.([...free.keys()].sort((a, b) => a - b));
   }
 
   function every(ms: number, step: () => Promise<void>, set: (p: Promise<void>) => void): void {
@@ -343,13 +362,33 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     async start(): Promise<void> {
       running = true;
       await o.kv.put(`replica.${o.replicaId}`, value);
-      replicas = await watchLiveKeys({ kv: o.kv, prefix: 'replica.', ttlMs: o.ttlMs, log });
+      // A replica joining or stopping, or a lease deleted (handed back to one below its share, or by
+      // a replica stopping): balance at once instead of at the next step, so a partition's rooms
+      // wait for a worker's stop and a consumer's creation, not for a timer too. (Expiry deletes
+      // nothing a watch sees: a dead replica and its leases are found by the steps.)
+      replicas = await watchLiveKeys({
+        kv: o.kv,
+        prefix: 'replica.',
+        ttlMs: o.ttlMs,
+        log,
+        onChange: kickBalance,
+      });
+      leaseWatch = await keepWatching({
+        kv: o.kv,
+        key: 'fanout.*',
+        log,
+        updatesOnly: true,
+        onEntry: (e) => {
+          if (e.operation !== 'PUT') kickBalance();
+        },
+      });
       balancing = balance().catch((err) => log.warn({ err: (err as Error).message }, 'lease step failed'));
       await balancing;
+      kicksOn = true;
       every(Math.max(100, Math.floor(o.ttlMs / 3)), renew, (p) => {
         renewing = p;
       });
-      every(o.ttlMs, balance, (p) => {
+      every(Math.max(100, Math.floor(o.ttlMs / 2)), balance, (p) => {
         balancing = p;
       });
     },
@@ -357,6 +396,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
     async stop(): Promise<void> {
       running = false;
       replicas?.stop();
+      leaseWatch?.stop();
       for (const t of timers) clearTimeout(t);
       timers.clear();
       await Promise.allSettled([renewing, balancing]);

@@ -8,7 +8,7 @@
  * marker, so a key counts as live while it was put less than 1.5 TTLs ago (its owner puts it every
  * third of the TTL).
  */
-import type { KV } from '@nats-io/kv';
+import { type KV, type KvWatchEntry, KvWatchInclude } from '@nats-io/kv';
 import type { Logger } from '@parley/kit';
 
 /** How long a start waits for the listing of the keys present, ms. */
@@ -21,30 +21,35 @@ export interface LiveKeys {
   stop(): void;
 }
 
-/** Starts watching `<prefix>*` in `kv`; resolves once the keys present now are known. */
-export async function watchLiveKeys(o: {
+/**
+ * Watches `key` (a filter such as `replica.*`) in `kv`, headers only, and passes every entry to
+ * `onEntry`; a watch that ends under us (a restarted server) is started again. Resolves once the
+ * first watch is in place.
+ */
+export async function keepWatching(o: {
   kv: KV;
-  prefix: string;
-  ttlMs: number;
+  key: string;
   log: Logger;
-}): Promise<LiveKeys> {
-  const seen = new Map<string, number>();
+  onEntry(e: KvWatchEntry): void;
+  /** Only changes from now on, not the keys' current values. */
+  updatesOnly?: boolean;
+}): Promise<{ stop(): void }> {
   let stopped = false;
   let stopWatch: (() => void) | undefined;
   const watch = async () => {
-    const iter = await o.kv.watch({ key: `${o.prefix}*`, headers_only: true });
+    const iter = await o.kv.watch({
+      key: o.key,
+      headers_only: true,
+      ...(o.updatesOnly ? { include: KvWatchInclude.UpdatesOnly } : {}),
+    });
     stopWatch = () => iter.stop();
     void (async () => {
       try {
-        for await (const e of iter) {
-          const id = e.key.slice(o.prefix.length);
-          if (e.operation === 'PUT') seen.set(id, Date.now());
-          else seen.delete(id);
-        }
+        for await (const e of iter) o.onEntry(e);
       } catch (err) {
-        o.log.warn({ err: (err as Error).message, prefix: o.prefix }, 'live keys watch ended');
+        o.log.warn({ err: (err as Error).message, key: o.key }, 'KV watch ended');
       }
-      // Ended under us (not stopped): watch again, what was seen stays until it ages out.
+      // Ended under us (not stopped): watch again.
       while (!stopped) {
         try {
           await watch();
@@ -56,6 +61,37 @@ export async function watchLiveKeys(o: {
     })();
   };
   await watch();
+  return {
+    stop() {
+      stopped = true;
+      stopWatch?.();
+    },
+  };
+}
+
+/** Starts watching `<prefix>*` in `kv`; resolves once the keys present now are known. */
+export async function watchLiveKeys(o: {
+  kv: KV;
+  prefix: string;
+  ttlMs: number;
+  log: Logger;
+  /** An id appeared or its key was deleted (one that stopped); expiry is seen by `live()` only. */
+  onChange?: () => void;
+}): Promise<LiveKeys> {
+  // What was seen stays, across a watch started again, until it ages out.
+  const seen = new Map<string, number>();
+  const watching = await keepWatching({
+    kv: o.kv,
+    key: `${o.prefix}*`,
+    log: o.log,
+    onEntry(e) {
+      const id = e.key.slice(o.prefix.length);
+      const known = seen.has(id);
+      if (e.operation === 'PUT') seen.set(id, Date.now());
+      else seen.delete(id);
+      if (known !== (e.operation === 'PUT')) o.onChange?.();
+    },
+  });
   // The keys present now, once (the watch's first values arrive in the background). Bounded: a
   // listing is an ordered consumer read to its end, and one whose pushes never came hung a rooms
   // replica's start for good (chaos test: "waiting for the ingress: the replica count" for 120 s,
@@ -89,8 +125,7 @@ export async function watchLiveKeys(o: {
       return new Set(seen.keys());
     },
     stop() {
-      stopped = true;
-      stopWatch?.();
+      watching.stop();
     },
   };
 }
