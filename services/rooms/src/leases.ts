@@ -9,11 +9,11 @@
  *   worker cannot write either: giving leases up on timeouts restarted every worker after each
  *   outage). A worker whose key another replica took (it lapsed) is told to stop at once and
  *   acknowledges nothing more; its writes in flight are fenced;
- * - every half TTL, and at once when a lease is deleted (handed back), the replica aims at its fair
- *   share, ceil(partitions / live replicas): it takes free partitions up to it, so partitions spread
- *   when replicas join and move to the survivors when one dies. A dead replica's leases lapse one
- *   TTL after its last renewal and it counts as dead 1.5 TTLs after it, so the survivors' next step
- *   takes them within two TTLs of that renewal.
+ * - every half TTL, and at once when a replica joins or stops or a lease is handed back (KV
+ *   watches), the replica aims at its fair share, ceil(partitions / live replicas): it takes free
+ *   partitions up to it, so partitions spread when replicas join and move to the survivors when one
+ *   dies. A dead replica's leases lapse one TTL after its last renewal and it counts as dead 1.5
+ *   TTLs after it, so the survivors' next step takes them within two TTLs of that renewal.
  * Coverage never depends on that count being right: a partition found without a holder for a TTL is
  * taken by whoever sees it, beyond its fair share, and a replica gives a partition back only when a
  * live replica below its fair share exists to take it. (On a first start of a fresh home a replica
@@ -388,9 +388,14 @@ export function createLeaseManager(o: LeaseManagerOptions) {
       every(Math.max(100, Math.floor(o.ttlMs / 3)), renew, (p) => {
         renewing = p;
       });
-      every(Math.max(100, Math.floor(o.ttlMs / 2)), balance, (p) => {
-        balancing = p;
-      });
+      // A step that finds a kicked balance under way waits for it instead of running beside it.
+      every(
+        Math.max(100, Math.floor(o.ttlMs / 2)),
+        () => kicked ?? balance(),
+        (p) => {
+          balancing = p;
+        },
+      );
     },
     /** Stops every worker and gives every lease back, so another replica takes over at once. */
     async stop(): Promise<void> {
