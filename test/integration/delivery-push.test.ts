@@ -76,7 +76,14 @@ describe('push-delivered inboxes', () => {
     await room.send('b1');
     await waitFor(() => got.length === 1, 'b1');
     const jsm = await jetstreamManager(svc);
-    const before = await jsm.consumers.info(inboxStream(r.id), r.id);
+    // The handler ran before its ack left: read the ack floor once the server applied the ack, or
+    // the consumer made again below would start at b1 and hold two entries, not one (a clean clone's
+    // run on a busy machine waited 30 s for "b2 in the inbox" that way).
+    let before = await jsm.consumers.info(inboxStream(r.id), r.id);
+    await waitFor(async () => {
+      before = await jsm.consumers.info(inboxStream(r.id), r.id);
+      return before.num_ack_pending === 0 && before.ack_floor.stream_seq >= before.delivered.stream_seq;
+    }, 'b1 acknowledged');
     assert.equal(before.config.idle_heartbeat, nanos(INBOX_IDLE_HEARTBEAT_MS));
     // A service makes the consumer again (as an operator's repair or a migration would): it points
     // at the placeholder subject, not at this agent's connection, and nothing is pushed to it.
@@ -87,9 +94,13 @@ describe('push-delivered inboxes', () => {
       opt_start_seq: before.ack_floor.stream_seq + 1,
     });
     await room.send('b2');
+    let pending = -1;
     await waitFor(
-      async () => (await jsm.consumers.info(inboxStream(r.id), r.id)).num_pending === 1,
-      'b2 in the inbox',
+      async () => {
+        pending = (await jsm.consumers.info(inboxStream(r.id), r.id)).num_pending;
+        return pending === 1;
+      },
+      () => `b2 in the inbox (the consumer made again has ${pending} entries pending)`,
     );
     assert.deepEqual(got, ['b1']);
     await agent.nc.reconnect();
