@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Kvm } from '@nats-io/kv';
+import { type KV, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { partitionOf } from '@parley/contracts';
 import { createLogger } from '@parley/kit';
@@ -63,19 +63,21 @@ describe('fan-out leases', () => {
     }
   });
 
+  /** A lease manager of 16 partitions whose workers start and stop at once. */
+  const replica = (kv: KV, replicaId: string, ttlMs = 1_500) =>
+    createLeaseManager({
+      kv,
+      replicaId,
+      partitions: 16,
+      ttlMs,
+      log,
+      callbacks: { acquired: () => undefined, released: async () => undefined },
+    });
+
   it('two replicas split the partitions, and the survivor takes them all when one stops', async () => {
     const kv = await new Kvm(nc).create('leases_two', { ttl: 1_500, history: 1 });
-    const make = (id: string) =>
-      createLeaseManager({
-        kv,
-        replicaId: id,
-        partitions: 16,
-        ttlMs: 1_500,
-        log,
-        callbacks: { acquired: () => undefined, released: async () => undefined },
-      });
-    const a = make('a');
-    const b = make('b');
+    const a = replica(kv, 'a');
+    const b = replica(kv, 'b');
     await a.start();
     assert.equal(a.held().length, 16);
     const joined = Date.now();
@@ -98,17 +100,8 @@ describe('fan-out leases', () => {
     const ttlMs = 1_500;
     const kv = await new Kvm(nc).create('leases_dead', { ttl: ttlMs, history: 1 });
     const deadNc = await server.connect();
-    const make = (id: string, bucket: typeof kv) =>
-      createLeaseManager({
-        kv: bucket,
-        replicaId: id,
-        partitions: 16,
-        ttlMs,
-        log,
-        callbacks: { acquired: () => undefined, released: async () => undefined },
-      });
-    const a = make('a', kv);
-    const b = make('b', await new Kvm(deadNc).open('leases_dead'));
+    const a = replica(kv, 'a', ttlMs);
+    const b = replica(await new Kvm(deadNc).open('leases_dead'), 'b', ttlMs);
     await a.start();
     await b.start();
     try {
