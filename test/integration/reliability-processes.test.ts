@@ -18,10 +18,15 @@ import {
   waitFor,
   worstDelayAfterRecovery,
 } from '@parley/test/harness';
-import { assertExactlyOnceInOrder, type Member, member, sendMany, slowest, timed } from './fixtures/crash.js';
-
-/** pino's level numbers. */
-const LEVELS: Record<number, string> = { 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+import {
+  assertExactlyOnceInOrder,
+  logSince,
+  type Member,
+  member,
+  sendMany,
+  slowest,
+  timed,
+} from './fixtures/crash.js';
 
 describe('reliability: rooms replicas killed -9 under traffic', () => {
   let parley: TestParley;
@@ -60,33 +65,11 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
 
   /** The replicas' log lines from `since` on (ms relative to `zero`), oldest first. */
   const replicaLog = (since: number, zero: number) =>
-    started
-      .flatMap((r) => r.output().split('\n'))
-      .flatMap((line) => {
-        try {
-          const {
-            time: iso,
-            level,
-            msg,
-            replica,
-            partition,
-            err,
-          } = JSON.parse(line) as Record<string, unknown>;
-          const time = typeof iso === 'string' ? Date.parse(iso) : Number.NaN;
-          return time >= since
-            ? [
-                {
-                  time,
-                  line: `${time - zero} ms ${replica ?? ''} ${LEVELS[level as number] ?? level} ${msg}${partition === undefined ? '' : ` partition ${partition}`}${err ? ` (${err})` : ''}`,
-                },
-              ]
-            : [];
-        } catch {
-          return [];
-        }
-      })
-      .sort((x, y) => x.time - y.time)
-      .map((x) => x.line);
+    logSince(
+      started.flatMap((r) => r.output().split('\n')),
+      since,
+      zero,
+    );
 
   it('4 kills across two replicas: lease takeover, no loss, no duplicate, no reordering', async () => {
     replicas[0] = await startReplica(0);

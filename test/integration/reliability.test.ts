@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import {
+  capturingLogger,
   leaseStream,
   reportRecovery,
   startParley,
@@ -17,6 +18,7 @@ import {
 } from '@parley/test/harness';
 import {
   assertExactlyOnceInOrder,
+  logSince,
   type Member,
   member,
   Pace,
@@ -28,8 +30,10 @@ import {
 
 describe('reliability: nats-server killed -9 under traffic', () => {
   let parley: TestParley;
+  // The services' lines at info: a slow recovery's report prints the fan-out's since the restart.
+  const { log, lines } = capturingLogger('info');
   before(async () => {
-    parley = await startParley({ backbone: { inboxAckWaitMs: 3_000, leaseTtlMs: 2_000 } });
+    parley = await startParley({ log, backbone: { inboxAckWaitMs: 3_000, leaseTtlMs: 2_000 } });
   });
   after(async () => {
     await parley?.destroy();
@@ -107,17 +111,24 @@ describe('reliability: nats-server killed -9 under traffic', () => {
     // report also says when the streams answered again and the worst delivery counted from then.
     const backAt = await streamsBack;
     const leasesAt = await leasesBack;
+    const afterStreamsAnswerMs =
+      backAt === undefined ? undefined : worstDelayAfterRecovery(timed(members), backAt);
     await reportRecovery('nats-server kill -9', worstDelayAfterRecovery(timed(members), lastRestartAt), {
       worst: slowest(members, lastRestartAt),
       ...(backAt === undefined
         ? {}
         : {
             streamsAnswerMs: backAt - lastRestartAt,
-            afterStreamsAnswerMs: worstDelayAfterRecovery(timed(members), backAt),
+            afterStreamsAnswerMs,
             // Where the delivery judged against the bound spent its time (ms relative to then).
             worstAfterStreams: slowest(members, backAt),
           }),
       ...(leasesAt === undefined ? {} : { leasesAnswerMs: leasesAt - lastRestartAt }),
     });
+    // A slow recovery says where it went: the services' lines since the last restart.
+    if ((afterStreamsAnswerMs ?? 0) > 2_000)
+      console.log(
+        `services since the last restart (ms from it):\n${logSince(lines, lastRestartAt, lastRestartAt).join('\n')}`,
+      );
   });
 });
