@@ -256,6 +256,20 @@ const SAMPLE_MS = 1_000;
 /** How long a worker that reconnected watches its consumer for a push before it starts over, ms. */
 const STALL_WATCH_MS = 500;
 
+/** `err` with `what` failed in front of its message (its type and cause kept). */
+function named(what: string, err: unknown): Error {
+  if (!(err instanceof Error)) return new Error(`${what}: ${String(err)}`);
+  err.message = `${what}: ${err.message}`;
+  return err;
+}
+
+/** `p`, whose error says it was `what` that failed. */
+function step<T>(what: string, p: Promise<T>): Promise<T> {
+  return p.catch((err: unknown) => {
+    throw named(what, err);
+  });
+}
+
 /** A replica id as one subject token. */
 const replicaToken = (id: string) => id.replace(/[^A-Za-z0-9_-]/g, '_');
 
@@ -284,21 +298,30 @@ export function createFanout(o: FanoutOptions) {
    * cursors tell new messages apart); with no such entry (a fresh process), at the log's end as read
    * here — what was stored before this read at positions already delivered is then missed.
    *
-   * Calls go through `reader` (the worker passes its probe, with a 1 s timeout): right after a
+   * Reads go through `reader` (the worker passes its probe, with a 1 s timeout): right after a
    * whole-cluster restart a read can go unanswered while the consumer elects its leader, and with
    * the default 5 s each such loss added 5 s to the recovery (seen: a 3-node reliability run
    * restarting a partition twice on "timeout", its last delivery 8.4 s after the streams answered).
-   * A read that times out restarts the worker, which tries again after its backoff. The delete and
-   * the add go the same way: an add that timed out but was made is found as it should be next time,
-   * and a delete that was made is followed by an add after the last entry handled that the log
-   * holds. `rewound` is called when the consumer was made again from an entry handled before, with
-   * the entry it starts after (none when it starts at a time).
+   * A read that times out restarts the worker, which tries again after its backoff. The delete
+   * goes the same way, and one that timed out is checked at once: after a whole-cluster restart
+   * the delete of a consumer that held entries and pushed none went unanswered yet was made (3 of
+   * 3 times in session 22's 3-node kill runs where the failing step was named; 4 earlier, unnamed
+   * ones fit). Started over instead, the worker found the consumer gone only after a backoff and
+   * another round of reads: making it again took 1.5–1.9 s with the probe's 1 s, 5.5–5.7 s with
+   * the default 5 s, and 0.5–1.5 s with this check.
+   * The add goes through `writer` (the JetStream default, 5 s): an R3 consumer's add is answered
+   * once its own raft group has a leader, 150–800 ms on an idle 3-node cluster here. An add that
+   * timed out but was made is found as it should be next time, and a delete that was made is
+   * followed by an add after the last entry handled that the log holds. An error names the step
+   * that failed. `rewound` is called when the consumer was made again from an entry handled
+   * before, with the entry it starts after (none when it starts at a time).
    */
   async function ensureConsumer(
     p: number,
     stopped: () => boolean,
     delivered: Delivered,
     reader: JetStreamManager,
+    writer: JetStreamManager,
     rewound: (held: LogPoint | undefined) => void,
     recreate: boolean,
   ): Promise<number> {
@@ -315,17 +338,21 @@ export function createFanout(o: FanoutOptions) {
     };
     const acked = delivered.recent.at(-1);
     const handledAny = acked !== undefined || delivered.lost !== undefined;
-    const logEndOf = async () => (await reader.streams.info(streams.rooms)).state.last_seq;
+    const logEndOf = async () =>
+      (await step('reading the room log', reader.streams.info(streams.rooms))).state.last_seq;
     const info = await reader.consumers.info(streams.rooms, name).catch((err: unknown) => {
       if (isConsumerNotFound(err)) return undefined;
-      throw err;
+      throw named('reading the partition consumer', err);
     });
     if (!info) {
       // Gone while this worker held the partition (a delete whose answer was lost, an operator):
       // made again after the last entry handled that the log holds, as when the log went back (the
       // delete may have been that recreation's).
       const from: StartAt = handledAny ? await resumeAt(reader, delivered, logEndOf) : { start: 1 };
-      await reader.consumers.add(streams.rooms, { ...base, ...startingAt(from) });
+      await step(
+        'adding the partition consumer',
+        writer.consumers.add(streams.rooms, { ...base, ...startingAt(from) }),
+      );
       if (handledAny) rewound('held' in from ? from.held : undefined);
       return 0;
     }
@@ -365,8 +392,18 @@ export function createFanout(o: FanoutOptions) {
     // A worker told to stop never takes the consumer over: its partition is being handed over, and
     // pointing the consumer back at itself stole the next holder's deliveries.
     if (stopped()) throw new Error('stopped');
-    await reader.consumers.delete(streams.rooms, name);
-    await reader.consumers.add(streams.rooms, { ...base, ...startingAt(from) });
+    await reader.consumers.delete(streams.rooms, name).catch(async (err: unknown) => {
+      // Unanswered, but made all the same, each time it was seen (see above): gone means done.
+      const left = await reader.consumers.info(streams.rooms, name).catch((e: unknown) => {
+        if (isConsumerNotFound(e)) return undefined;
+        throw named('deleting the partition consumer', err);
+      });
+      if (left) throw named('deleting the partition consumer', err);
+    });
+    await step(
+      'adding the partition consumer',
+      writer.consumers.add(streams.rooms, { ...base, ...startingAt(from) }),
+    );
     if (rewinds) rewound('held' in from ? from.held : undefined);
     log.info(
       {
@@ -448,7 +485,7 @@ export function createFanout(o: FanoutOptions) {
   async function view(room: string): Promise<RoomView> {
     let v = views.get(room);
     if (!v) {
-      const e = await readEntry<FanoutRecord>(o.rooms, keys.fanout(room));
+      const e = await step('reading a room view', readEntry<FanoutRecord>(o.rooms, keys.fanout(room)));
       v = e
         ? { record: e.value, revision: e.revision, dirty: false }
         : { record: { closed: false, members: {}, appliedSeq: 0 }, revision: 0, dirty: false };
@@ -527,7 +564,7 @@ export function createFanout(o: FanoutOptions) {
       : conn.jsm.direct.getMessage(stream, query)
     ).catch((err: unknown) => {
       failedOn(stream);
-      throw err;
+      throw named(`reading an inbox cursor${fromLeader ? ' from the stream leader' : ''}`, err);
     });
     if (!last) return { roomSeq: 0, inboxSeq: 0 };
     const messageId = last.header.get(headerNames.messageId);
@@ -561,7 +598,7 @@ export function createFanout(o: FanoutOptions) {
     if (!first) return c;
     let read = reads.get(c.roomSeq);
     if (!read) {
-      read = logIdAt(conn.jsm, c.roomSeq);
+      read = step('reading the room log at the position an inbox names', logIdAt(conn.jsm, c.roomSeq));
       reads.set(c.roomSeq, read);
     }
     const held = await read;
@@ -653,7 +690,7 @@ export function createFanout(o: FanoutOptions) {
             span.end();
           }
           failedOn(inboxStream(recipient));
-          throw err;
+          throw named('storing in an inbox', err);
         },
       );
     return stored;
@@ -1181,6 +1218,8 @@ export function createFanout(o: FanoutOptions) {
       let backoff = 100;
       // Why the worker last started over: the new subscription is then checked at once.
       let restartedFor: string | undefined;
+      // When it last failed (ms since the epoch).
+      let failedAt = 0;
 
       while (!stopped) {
         try {
@@ -1193,6 +1232,7 @@ export function createFanout(o: FanoutOptions) {
               () => stopped,
               { recent, lost: lostPoint },
               await probeOf(conn),
+              conn.jsm,
               (held) => {
                 // Made again after `held` (in the log), or at a time: what this worker acknowledged
                 // after it is delivered again, and the lost entry must not be checked again (every
@@ -1234,8 +1274,11 @@ export function createFanout(o: FanoutOptions) {
           // After starting over, whether the consumer pushes now, without waiting for two missed
           // heartbeats: after a whole-cluster restart a 3-node partition consumer pushed nothing for
           // two subscriptions in a row, each found only 2.6 s after it was made.
-          if (restartedFor) void recheck(`started over: ${restartedFor}`);
-          if (restartedFor !== undefined) recovering = true;
+          if (restartedFor !== undefined) {
+            plog.info({ after: restartedFor, ms: Date.now() - failedAt }, 'fan-out worker started again');
+            void recheck(`started over: ${restartedFor}`);
+            recovering = true;
+          }
           restartedFor = undefined;
           void (async () => {
             for await (const s of current.status()) {
@@ -1363,6 +1406,7 @@ export function createFanout(o: FanoutOptions) {
           if (stopped) break;
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
           restartedFor = (err as Error).message;
+          failedAt = Date.now();
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
           cursors.clear();
           views.clear();
