@@ -61,6 +61,17 @@ describe('parley doctor', () => {
     );
   });
 
+  it('--home names the home as npm start --home does, over PARLEY_HOME', async () => {
+    const { io, lines } = capture();
+    const code = await runCli(['--home', parley.home.paths.home, 'doctor', '--server', parley.natsUrl], io, {
+      PARLEY_HOME: '/nonexistent-parley-home',
+    });
+    const out = lines.out.join('\n');
+    assert.equal(code, 0, `${out}\n${lines.err.join('\n')}`);
+    assert.match(out, new RegExp(`✓ home\\s+${parley.home.paths.home}`));
+    assert.match(out, new RegExp(`✓ identity\\s+${parley.home.state.admin.id}\\s+human`));
+  });
+
   it('fails with the fix when no server answers, and when the creds are missing', async () => {
     const down = capture();
     const url = `nats://127.0.0.1:${await freePort()}`;

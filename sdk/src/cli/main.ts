@@ -56,8 +56,14 @@ export function buildProgram(
   env: Record<string, string | undefined> = process.env,
   extensions: CliExtensions = {},
 ): Command {
+  // What the commands read of the environment; --home stands for PARLEY_HOME (set before any action).
+  const view = { ...env };
   const program = new Command('parley')
     .description('Parley: the interaction layer for AI agents, on NATS JetStream.')
+    .option(
+      '--home <dir>',
+      'the local backbone’s home, as npm start --home (default: $PARLEY_HOME, else the nearest .parley)',
+    )
     .option('--as <creds>', 'creds file of the participant to act as (default: the local admin)')
     .option(
       '--server <url>',
@@ -68,8 +74,12 @@ export function buildProgram(
     .showHelpAfterError()
     // Inherited by every command added below: errors come back to runCli instead of exiting.
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) });
-  const ctx = createContext(io, env, extensions);
+    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
+    .hook('preAction', (root) => {
+      const home = root.opts<{ home?: string }>().home;
+      if (home !== undefined) view.PARLEY_HOME = home;
+    });
+  const ctx = createContext(io, view, extensions);
   registerIdentityCommands(program, ctx);
   registerOrgCommands(program, ctx);
   registerUserCommands(program, ctx);
