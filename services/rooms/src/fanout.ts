@@ -340,19 +340,24 @@ export function createFanout(o: FanoutOptions) {
     const handledAny = acked !== undefined || delivered.lost !== undefined;
     const logEndOf = async () =>
       (await step('reading the room log', reader.streams.info(streams.rooms))).state.last_seq;
-    const info = await reader.consumers.info(streams.rooms, name).catch((err: unknown) => {
-      if (isConsumerNotFound(err)) return undefined;
-      throw named('reading the partition consumer', err);
-    });
+    /** The consumer as the server has it, undefined when there is none. */
+    const current = () =>
+      reader.consumers.info(streams.rooms, name).catch((err: unknown) => {
+        if (isConsumerNotFound(err)) return undefined;
+        throw named('reading the partition consumer', err);
+      });
+    const add = (from: StartAt) =>
+      step(
+        'adding the partition consumer',
+        writer.consumers.add(streams.rooms, { ...base, ...startingAt(from) }),
+      );
+    const info = await current();
     if (!info) {
       // Gone while this worker held the partition (a delete whose answer was lost, an operator):
       // made again after the last entry handled that the log holds, as when the log went back (the
       // delete may have been that recreation's).
       const from: StartAt = handledAny ? await resumeAt(reader, delivered, logEndOf) : { start: 1 };
-      await step(
-        'adding the partition consumer',
-        writer.consumers.add(streams.rooms, { ...base, ...startingAt(from) }),
-      );
+      await add(from);
       if (handledAny) rewound('held' in from ? from.held : undefined);
       return 0;
     }
@@ -393,17 +398,10 @@ export function createFanout(o: FanoutOptions) {
     // pointing the consumer back at itself stole the next holder's deliveries.
     if (stopped()) throw new Error('stopped');
     await reader.consumers.delete(streams.rooms, name).catch(async (err: unknown) => {
-      // Unanswered, but made all the same, each time it was seen (see above): gone means done.
-      const left = await reader.consumers.info(streams.rooms, name).catch((e: unknown) => {
-        if (isConsumerNotFound(e)) return undefined;
-        throw named('deleting the partition consumer', err);
-      });
-      if (left) throw named('deleting the partition consumer', err);
+      // Unanswered, but made all the same each time it was seen (see above): gone means done.
+      if (await current().catch(() => true)) throw named('deleting the partition consumer', err);
     });
-    await step(
-      'adding the partition consumer',
-      writer.consumers.add(streams.rooms, { ...base, ...startingAt(from) }),
-    );
+    await add(from);
     if (rewinds) rewound('held' in from ? from.held : undefined);
     log.info(
       {
