@@ -291,14 +291,28 @@ export function recordSpanError(span: Span | undefined, err: unknown): void {
 
 /**
  * Runs `fn` with `span` active (children and injected headers point at it, log lines carry its
- * ids), records a thrown error on it, and ends it. With no span, just runs `fn`.
+ * ids), records a thrown error on it, and ends it. With no span, just runs `fn`; so too with a span
+ * that neither records nor carries a trace (no tracer provider and no trace to continue) under the
+ * context already active: entering a context for it passes nothing on, and costs a context object
+ * and a promise per call (an SDK send, a delivery).
  */
-export async function runInSpan<T>(
-  span: Span | undefined,
-  fn: () => Promise<T>,
-  parent?: Context,
-): Promise<T> {
+export function runInSpan<T>(span: Span | undefined, fn: () => Promise<T>, parent?: Context): Promise<T> {
   if (!span || !api) return fn();
+  if (
+    !span.isRecording() &&
+    !api.isSpanContextValid(span.spanContext()) &&
+    (parent === undefined || parent === api.context.active())
+  )
+    return fn();
+  return runEntered(api, span, fn, parent);
+}
+
+async function runEntered<T>(
+  api: typeof Api,
+  span: Span,
+  fn: () => Promise<T>,
+  parent: Context | undefined,
+): Promise<T> {
   try {
     return await api.context.with(api.trace.setSpan(parent ?? api.context.active(), span), fn);
   } catch (err) {

@@ -43,7 +43,8 @@ const usage = `pnpm bench [options]
   --json                 print the result as JSON (progress still goes to stderr)
   --help                 this text
 
-  PARLEY_BENCH_PROFILE=<dir> writes CPU profiles of the backbone and of the bench's own process.
+  PARLEY_BENCH_PROFILE=<dir> writes CPU profiles of the backbone, and of the bench's own process
+  during each throughput run (bench-raw-<i>, bench-parley-<i>).
 `;
 function fail(message: string): never {
   process.stderr.write(`${message}\n\n${usage}`);
@@ -248,7 +249,9 @@ try {
   const parleyRuns: number[] = [];
   const cpu: { raw: unknown[]; parley: unknown[] } = { raw: [], parley: [] };
   for (let i = 0; i < runs; i++) {
-    const r = await cpuDuring(backbone.pids, () => raw.throughput(messages));
+    const r = await cpuDuring(backbone.pids, () =>
+      profiled(profileDir, `bench-raw-${i}`, () => raw.throughput(messages)),
+    );
     rawRuns.push(r.result);
     const deliveries = messages * shape.membersPerRoom;
     cpu.raw.push({
