@@ -38,6 +38,16 @@ export interface RawOptions {
   window: number;
   /** Connections of the fan-out (partition p on p % n), as Parley's PARLEY_FANOUT_CONNECTIONS. */
   fanoutConnections: number;
+  /** Names its streams and subjects, so two pipelines can share a server. @default "bench" */
+  name?: string;
+  /**
+   * Senders send each room write as a request to a relay on a connection of its own, which writes
+   * it to the room stream and answers with the acknowledgement: the ingress's request/reply hop,
+   * without any of its checks (`pnpm bench:hop`).
+   */
+  relay?: boolean;
+  /** Inbox streams, members spread over them by index, as Parley's 16 inbox shards. @default 1 */
+  inboxStreams?: number;
 }
 
 /** What one latency run measured. */
@@ -57,8 +67,6 @@ export interface Pipeline {
   close(): Promise<void>;
 }
 
-const PREFIX = 'bench';
-
 /** Runs `f` again when it fails, as Parley's SDK and fan-out retry their writes (10 attempts). */
 async function retried<T>(f: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -75,49 +83,62 @@ const INBOX_HEARTBEAT = nanos(INBOX_IDLE_HEARTBEAT_MS);
 const PARTITION_HEARTBEAT = nanos(PARTITION_IDLE_HEARTBEAT_MS);
 
 export async function setupRaw(o: RawOptions): Promise<Pipeline> {
+  const PREFIX = o.name ?? 'bench';
+  const ROOMS = `${PREFIX.toUpperCase()}_ROOMS`;
+  const INBOX = `${PREFIX.toUpperCase()}_INBOX`;
+  const REPLIES = `_INBOX.${PREFIX}`;
   const nc = await o.connect();
   const jsm = await jetstreamManager(nc);
-  for (const name of ['BENCH_ROOMS', 'BENCH_INBOX']) await jsm.streams.delete(name).catch(() => undefined);
-  await jsm.streams.add({
-    name: 'BENCH_ROOMS',
-    subjects: [`${PREFIX}.room.*.*`],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    allow_direct: true,
-  });
-  await jsm.streams.add({
-    name: 'BENCH_INBOX',
-    subjects: [`${PREFIX}.inbox.*.*`],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    max_msgs_per_subject: 10_000,
-    allow_direct: true,
-  });
+  const shards = Math.max(1, o.inboxStreams ?? 1);
+  const inboxes = shards === 1 ? [INBOX] : Array.from({ length: shards }, (_, i) => `${INBOX}_${i}`);
   const members: string[][] = [];
   for (let r = 0; r < o.rooms; r++) {
     members.push(Array.from({ length: o.membersPerRoom }, (_, i) => `m${r}x${i}`));
   }
   const all = members.flat();
-  for (const m of all) {
-    await jsm.consumers.add('BENCH_INBOX', {
+  /** The inbox stream of the member at index `i` of `all`. */
+  const inboxOf = (i: number) => inboxes[i % shards] as string;
+  for (const name of [ROOMS, ...inboxes]) await jsm.streams.delete(name).catch(() => undefined);
+  await jsm.streams.add({
+    name: ROOMS,
+    subjects: [`${PREFIX}.room.*.*`],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    allow_direct: true,
+  });
+  for (const [s, name] of inboxes.entries()) {
+    await jsm.streams.add({
+      name,
+      subjects:
+        shards === 1
+          ? [`${PREFIX}.inbox.*.*`]
+          : all.filter((_, i) => i % shards === s).map((m) => `${PREFIX}.inbox.${m}.*`),
+      retention: RetentionPolicy.Limits,
+      storage: StorageType.File,
+      max_msgs_per_subject: 10_000,
+      allow_direct: true,
+    });
+  }
+  for (const [i, m] of all.entries()) {
+    await jsm.consumers.add(inboxOf(i), {
       durable_name: m,
       filter_subject: `${PREFIX}.inbox.${m}.*`,
       ack_policy: AckPolicy.Explicit,
       ack_wait: nanos(30_000),
       max_ack_pending: 1_000,
-      deliver_subject: `_INBOX.bench.deliver.${m}`,
+      deliver_subject: `${REPLIES}.deliver.${m}`,
       idle_heartbeat: INBOX_HEARTBEAT,
       flow_control: true,
     });
   }
   for (let p = 0; p < o.partitions; p++) {
-    await jsm.consumers.add('BENCH_ROOMS', {
+    await jsm.consumers.add(ROOMS, {
       durable_name: `fan${p}`,
       filter_subject: `${PREFIX}.room.${p}.*`,
       ack_policy: AckPolicy.All,
       deliver_policy: DeliverPolicy.All,
       max_ack_pending: 10_000,
-      deliver_subject: `_INBOX.bench.fanout.${p}`,
+      deliver_subject: `${REPLIES}.fanout.${p}`,
       idle_heartbeat: PARTITION_HEARTBEAT,
       flow_control: true,
     });
@@ -129,10 +150,10 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   let onDelivered: (() => void) | undefined;
   const memberConns: NatsConnection[] = [];
   const iters: ConsumerMessages[] = [];
-  for (const m of all) {
+  for (const [i, m] of all.entries()) {
     const c = await o.connect();
     memberConns.push(c);
-    const consumer = await jetstream(c).consumers.getPushConsumer('BENCH_INBOX', m);
+    const consumer = await jetstream(c).consumers.getPushConsumer(inboxOf(i), m);
     iters.push(
       await consumer.consume({
         callback: (msg) => {
@@ -147,14 +168,14 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
 
   // The fan-out: one worker per partition, micro-batched like Parley's, on its own connections.
   const fanConns = await Promise.all(Array.from({ length: Math.max(1, o.fanoutConnections) }, o.connect));
-  const fanPublishers = fanConns.map((c) => new JsPublisher(c, '_INBOX.bench'));
+  const fanPublishers = fanConns.map((c) => new JsPublisher(c, REPLIES));
   for (const fp of fanPublishers) await fp.start();
   let stopping = false;
   const fanouts = await Promise.all(
     Array.from({ length: o.partitions }, async (_, p) => {
       const fjs = jetstream(fanConns[p % fanConns.length] as NatsConnection);
       const fpub = fanPublishers[p % fanPublishers.length] as JsPublisher;
-      const consumer = await fjs.consumers.getPushConsumer('BENCH_ROOMS', `fan${p}`);
+      const consumer = await fjs.consumers.getPushConsumer(ROOMS, `fan${p}`);
       const queue: JsMsg[] = [];
       let wake: (() => void) | undefined;
       const iter = await consumer.consume({
@@ -203,11 +224,37 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   // Room r is written by its first member, over that member's connection.
   const senders = await Promise.all(
     members.map(async (_, r) => {
-      const js = new JsPublisher(memberConns[r * o.membersPerRoom] as NatsConnection, '_INBOX.bench');
+      const js = new JsPublisher(memberConns[r * o.membersPerRoom] as NatsConnection, REPLIES);
       await js.start();
       return js;
     }),
   );
+  // The relay: what the ingress does on the way to the room stream, and nothing else.
+  const relayConn = o.relay ? await o.connect() : undefined;
+  let relayPublisher: JsPublisher | undefined;
+  if (relayConn) {
+    const rjs = new JsPublisher(relayConn, REPLIES);
+    relayPublisher = rjs;
+    await rjs.start();
+    const encoder = new TextEncoder();
+    relayConn.subscribe(`${PREFIX}.send.*`, {
+      queue: 'relay',
+      callback: (err, msg) => {
+        if (err) return;
+        const room = Number(msg.subject.slice(PREFIX.length + 6));
+        rjs
+          .publish(`${PREFIX}.room.${room % o.partitions}.${room}`, msg.data, {
+            ...(msg.headers ? { headers: msg.headers } : {}),
+          })
+          .then(
+            (ack) => msg.respond(encoder.encode(JSON.stringify(ack))),
+            (e: unknown) =>
+              msg.respond(encoder.encode(JSON.stringify({ error: { description: (e as Error).message } }))),
+          );
+      },
+    });
+    await relayConn.flush();
+  }
   const payload = new Uint8Array(o.payloadBytes).fill(120);
   let sent = 0;
   const publish = (i: number) => {
@@ -218,7 +265,11 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     // As Parley's ingress: the room write carries a message id, so a retry is stored once.
     h.set('Nats-Msg-Id', `w${++sent}`);
     return retried(() =>
-      js.publish(`${PREFIX}.room.${room % o.partitions}.${room}`, payload, { headers: h }),
+      js.publish(
+        o.relay ? `${PREFIX}.send.${room}` : `${PREFIX}.room.${room % o.partitions}.${room}`,
+        payload,
+        { headers: h },
+      ),
     );
   };
   const waitDelivered = (n: number) =>
@@ -257,9 +308,11 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
       for (const f of fanouts) await f();
       for (const it of iters) await it.close();
       for (const fp of [...senders, ...fanPublishers]) fp.close();
-      await Promise.all([...memberConns, ...fanConns].map((c) => c.close()));
-      for (const name of ['BENCH_ROOMS', 'BENCH_INBOX'])
-        await jsm.streams.delete(name).catch(() => undefined);
+      relayPublisher?.close();
+      await Promise.all(
+        [...memberConns, ...fanConns, ...(relayConn ? [relayConn] : [])].map((c) => c.close()),
+      );
+      for (const name of [ROOMS, ...inboxes]) await jsm.streams.delete(name).catch(() => undefined);
       await nc.close();
     },
   };

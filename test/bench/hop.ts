@@ -1,0 +1,132 @@
+/**
+ * `pnpm bench:hop`: what one request/reply hop in front of the room write costs raw JetStream — the
+ * hop Parley's ingress adds (an agent's send is a request to the ingress, which writes the room log
+ * and answers), without any of the ingress's checks. Raw and raw-with-a-relay run interleaved on
+ * one nats-server of their own; throughput is the median of the runs, and the ratio between them is
+ * the highest Parley's throughput against raw could be with an ingress in the path that cost nothing
+ * itself. `--shards` and `--payload-bytes` give the second pipeline Parley's other differences from
+ * raw on the server (16 inbox streams; its message envelope, 874 bytes for the bench's 512) to
+ * measure them the same way.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { connect } from '@nats-io/transport-node';
+import { coalesceWrites } from '@parley/contracts';
+import { findNatsServer, freePort, startNatsServer } from '@parley/nats-server';
+import { setupRaw } from './raw.js';
+import { cpuDuring, median, progress } from './stats.js';
+
+const usage = `pnpm bench:hop [options]
+
+  Raw JetStream against raw JetStream with a request/reply relay in front of the room write (the
+  hop Parley's ingress adds, without its checks), interleaved on one nats-server of their own.
+
+  --messages <n>       room messages per run                            default 20000
+  --runs <n>           interleaved runs of each                         default 3
+  --no-relay           the second pipeline writes the room stream itself
+  --shards <n>         the second pipeline's inbox streams              default 1
+  --payload-bytes <n>  the second pipeline's message size               default 512
+  --json               print the result as JSON (progress still goes to stderr)
+  --help               this text
+`;
+const { values: args } = parseArgs({
+  allowNegative: true,
+  options: {
+    messages: { type: 'string' },
+    runs: { type: 'string' },
+    relay: { type: 'boolean', default: true },
+    shards: { type: 'string' },
+    'payload-bytes': { type: 'string' },
+    json: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (args.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
+function count(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) {
+    process.stderr.write(`--${name} must be a whole number ≥ 1, not “${value}”\n\n${usage}`);
+    process.exit(2);
+  }
+  return n;
+}
+const messages = count('messages', args.messages, 20_000);
+const runs = count('runs', args.runs, 3);
+const second = {
+  relay: args.relay ?? true,
+  inboxStreams: count('shards', args.shards, 1),
+  payloadBytes: count('payload-bytes', args['payload-bytes'], 512),
+};
+
+const bin = await findNatsServer();
+if (!bin) {
+  process.stderr.write(
+    'nats-server not found: install it (apt-get install nats-server) or set NATS_SERVER_BIN\n',
+  );
+  process.exit(1);
+}
+const dir = await mkdtemp(join(tmpdir(), 'parley-hop-'));
+const server = await startNatsServer({
+  bin,
+  configPath: join(dir, 'nats.conf'),
+  logPath: join(dir, 'nats.log'),
+  config: { serverName: 'hop', host: '127.0.0.1', port: await freePort(), storeDir: join(dir, 'js') },
+});
+const pids = { bench: process.pid, natsServer: server.pid };
+try {
+  const shape = { rooms: 100, membersPerRoom: 3, payloadBytes: 512, partitions: 16, batch: 100, window: 256 };
+  const connectOne = async () => {
+    const nc = await connect({ servers: server.url, noAsyncTraces: true });
+    coalesceWrites(nc);
+    return nc;
+  };
+  const options = { ...shape, connect: connectOne, fanoutConnections: 2 };
+  const described = `${second.relay ? 'a relay' : 'no relay'}, ${second.inboxStreams} inbox stream(s), ${second.payloadBytes} B`;
+  progress(`hop: setting up raw and raw with ${described} (600 connections, 600 inbox consumers)`);
+  const raw = await setupRaw({ ...options, name: 'bench' });
+  const relayed = await setupRaw({ ...options, ...second, name: 'hop' });
+  const deliveries = messages * shape.membersPerRoom;
+  const result = {
+    rawRuns: [] as number[],
+    relayedRuns: [] as number[],
+    cpuUs: { raw: [] as unknown[], relayed: [] as unknown[] },
+  };
+  const perDelivery = (cpu: Record<string, number>) =>
+    Object.fromEntries(Object.entries(cpu).map(([k, s]) => [k, Math.round((s * 1e6) / deliveries)]));
+  for (let i = 0; i < runs; i++) {
+    const r = await cpuDuring(pids, () => raw.throughput(messages));
+    result.rawRuns.push(r.result);
+    result.cpuUs.raw.push(perDelivery(r.cpu));
+    const h = await cpuDuring(pids, () => relayed.throughput(messages));
+    result.relayedRuns.push(h.result);
+    result.cpuUs.relayed.push(perDelivery(h.cpu));
+    progress(`hop: run ${i + 1}: raw ${r.result}, with ${described} ${h.result} deliveries/s`);
+  }
+  await relayed.close();
+  await raw.close();
+  const summary = {
+    messages,
+    runs,
+    second,
+    raw: median(result.rawRuns),
+    relayed: median(result.relayedRuns),
+    ratio: Math.round((median(result.relayedRuns) / median(result.rawRuns)) * 100) / 100,
+    ...result,
+    natsServer: execFileSync(bin, ['--version']).toString().trim(),
+  };
+  if (args.json) process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
+  else
+    process.stdout.write(
+      `raw ${summary.raw} deliveries/s, with ${described} ${summary.relayed} (${summary.ratio}×); runs: raw ${result.rawRuns.join(' / ')}, relayed ${result.relayedRuns.join(' / ')}\n`,
+    );
+} finally {
+  await server.stop();
+  await rm(dir, { recursive: true, force: true });
+}
