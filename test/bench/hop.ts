@@ -32,18 +32,27 @@ const usage = `pnpm bench:hop [options]
   --json               print the result as JSON (progress still goes to stderr)
   --help               this text
 `;
-const { values: args } = parseArgs({
-  allowNegative: true,
-  options: {
-    messages: { type: 'string' },
-    runs: { type: 'string' },
-    relay: { type: 'boolean', default: true },
-    shards: { type: 'string' },
-    'payload-bytes': { type: 'string' },
-    json: { type: 'boolean', default: false },
-    help: { type: 'boolean', default: false },
-  },
-});
+function parse() {
+  return parseArgs({
+    allowNegative: true,
+    options: {
+      messages: { type: 'string' },
+      runs: { type: 'string' },
+      relay: { type: 'boolean', default: true },
+      shards: { type: 'string' },
+      'payload-bytes': { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+}
+let args: ReturnType<typeof parse>['values'];
+try {
+  args = parse().values;
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n\n${usage}`);
+  process.exit(2);
+}
 if (args.help) {
   process.stdout.write(usage);
   process.exit(0);
