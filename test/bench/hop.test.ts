@@ -22,7 +22,13 @@ test('bench:hop, short form: raw and raw with a relay and 4 inbox streams each d
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout) as {
     messages: number;
-    second: { relay: boolean; inboxStreams: number; payloadBytes: number };
+    second: {
+      relay: boolean;
+      inboxStreams: number;
+      payloadBytes: number;
+      parleyHeaders: boolean;
+      permissions: boolean;
+    };
     raw: number;
     relayed: number;
     ratio: number;
@@ -31,7 +37,13 @@ test('bench:hop, short form: raw and raw with a relay and 4 inbox streams each d
     natsServer: string;
   };
   assert.equal(out.messages, 300);
-  assert.deepEqual(out.second, { relay: true, inboxStreams: 4, payloadBytes: 512 });
+  assert.deepEqual(out.second, {
+    relay: true,
+    inboxStreams: 4,
+    payloadBytes: 512,
+    parleyHeaders: false,
+    permissions: false,
+  });
   assert.equal(out.rawRuns.length, 1);
   assert.equal(out.relayedRuns.length, 1);
   assert.ok(out.raw > 0 && out.relayed > 0, `deliveries/s: ${out.raw}, ${out.relayed}`);
@@ -42,7 +54,15 @@ test('bench:hop, short form: raw and raw with a relay and 4 inbox streams each d
 test('the bench:hop CLI: --help lists the flags, a bad value is refused with the usage', () => {
   const help = run('--help');
   assert.equal(help.status, 0, help.stderr);
-  for (const flag of ['--messages', '--runs', '--no-relay', '--shards', '--payload-bytes', '--json']) {
+  for (const flag of [
+    '--messages',
+    '--runs',
+    '--no-relay',
+    '--shards',
+    '--payload-bytes',
+    '--parley-headers',
+    '--json',
+  ]) {
     assert.ok(help.stdout.includes(flag), `--help names ${flag}`);
   }
   const bad = run('--shards', 'many');

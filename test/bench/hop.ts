@@ -4,9 +4,10 @@
  * and answers), without any of the ingress's checks. Raw and raw-with-a-relay run interleaved on
  * one nats-server of their own; throughput is the median of the runs, and the ratio between them is
  * the highest Parley's throughput against raw could be with an ingress in the path that cost nothing
- * itself. `--shards` and `--payload-bytes` give the second pipeline Parley's other differences from
- * raw on the server (16 inbox streams; its message envelope, 874 bytes for the bench's 512) to
- * measure them the same way.
+ * itself. `--shards`, `--payload-bytes`, `--parley-headers` and `--permissions` give the second
+ * pipeline Parley's other differences from raw on the server (16 inbox streams; its message
+ * envelope, 874 bytes for the bench's 512; its headers; members whose users have permissions) to
+ * measure them the same way. `PARLEY_BENCH_KEEP=1` keeps the server's directory (its log).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -29,6 +30,9 @@ const usage = `pnpm bench:hop [options]
   --no-relay           the second pipeline writes the room stream itself
   --shards <n>         the second pipeline's inbox streams              default 1
   --payload-bytes <n>  the second pipeline's message size               default 512
+  --parley-headers     the second pipeline's entries carry headers of Parley's sizes
+  --permissions        the second pipeline's members connect as users with permissions shaped
+                       like a Parley participant's (5 publish subjects, 1 subscribe)
   --json               print the result as JSON (progress still goes to stderr)
   --help               this text
 `;
@@ -41,6 +45,8 @@ function parse() {
       relay: { type: 'boolean', default: true },
       shards: { type: 'string' },
       'payload-bytes': { type: 'string' },
+      'parley-headers': { type: 'boolean', default: false },
+      permissions: { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -72,6 +78,8 @@ const second = {
   relay: args.relay ?? true,
   inboxStreams: count('shards', args.shards, 1),
   payloadBytes: count('payload-bytes', args['payload-bytes'], 512),
+  parleyHeaders: args['parley-headers'] ?? false,
+  permissions: args.permissions ?? false,
 };
 
 const bin = await findNatsServer();
@@ -81,26 +89,78 @@ if (!bin) {
   );
   process.exit(1);
 }
+/** Members of the second pipeline (as `raw.ts` names them) and the admin user everything else uses. */
+function usersConfig(): string {
+  const q = JSON.stringify;
+  const members = Array.from({ length: 100 }, (_, r) =>
+    Array.from({ length: 3 }, (_, i) => `m${r}x${i}`),
+  ).flat();
+  // Shaped like Parley's participant template: its own requests, its consumer's info, acks and flow
+  // control replies by consumer name; subscriptions under one reply prefix.
+  const user = (m: string) =>
+    `    { user: ${q(`hop-${m}`)}, password: "p", permissions: { publish: { allow: [${[
+      'hop.send.*',
+      'hop.room.>',
+      `$JS.API.CONSUMER.INFO.*.${m}`,
+      `$JS.ACK.*.${m}.>`,
+      `$JS.FC.*.${m}.>`,
+    ]
+      .map((x) => q(x))
+      .join(', ')}] }, subscribe: { allow: ["_INBOX.hop.>"] } } }`;
+  return [
+    'authorization {',
+    '  timeout: 10',
+    '  users = [',
+    '    { user: "admin", password: "a" }',
+    ...members.map(user),
+    '  ]',
+    '}',
+  ].join('\n');
+}
 const dir = await mkdtemp(join(tmpdir(), 'parley-hop-'));
 const server = await startNatsServer({
   bin,
   configPath: join(dir, 'nats.conf'),
   logPath: join(dir, 'nats.log'),
-  config: { serverName: 'hop', host: '127.0.0.1', port: await freePort(), storeDir: join(dir, 'js') },
+  config: {
+    serverName: 'hop',
+    host: '127.0.0.1',
+    port: await freePort(),
+    storeDir: join(dir, 'js'),
+    ...(second.permissions ? { extra: usersConfig() } : {}),
+  },
 });
 const pids = { bench: process.pid, natsServer: server.pid };
 try {
   const shape = { rooms: 100, membersPerRoom: 3, payloadBytes: 512, partitions: 16, batch: 100, window: 256 };
+  const auth = second.permissions ? { user: 'admin', pass: 'a' } : {};
   const connectOne = async () => {
-    const nc = await connect({ servers: server.url, noAsyncTraces: true });
+    const nc = await connect({ servers: server.url, noAsyncTraces: true, ...auth });
+    coalesceWrites(nc);
+    return nc;
+  };
+  const memberConnect = async (m: string) => {
+    const nc = await connect({
+      servers: server.url,
+      noAsyncTraces: true,
+      user: `hop-${m}`,
+      pass: 'p',
+      inboxPrefix: '_INBOX.hop',
+    });
     coalesceWrites(nc);
     return nc;
   };
   const options = { ...shape, connect: connectOne, fanoutConnections: 2 };
-  const described = `${second.relay ? 'a relay' : 'no relay'}, ${second.inboxStreams} inbox stream(s), ${second.payloadBytes} B`;
+  const described = `${second.relay ? 'a relay' : 'no relay'}, ${second.inboxStreams} inbox stream(s), ${second.payloadBytes} B${second.parleyHeaders ? ", Parley's headers" : ''}${second.permissions ? ', members with permissions' : ''}`;
   progress(`hop: setting up raw and raw with ${described} (600 connections, 600 inbox consumers)`);
   const raw = await setupRaw({ ...options, name: 'bench' });
-  const relayed = await setupRaw({ ...options, ...second, name: 'hop' });
+  const { permissions, ...shape2 } = second;
+  const relayed = await setupRaw({
+    ...options,
+    ...shape2,
+    name: 'hop',
+    ...(permissions ? { memberConnect } : {}),
+  });
   const deliveries = messages * shape.membersPerRoom;
   const result = {
     rawRuns: [] as number[],
@@ -137,5 +197,6 @@ try {
     );
 } finally {
   await server.stop();
-  await rm(dir, { recursive: true, force: true });
+  if (!process.env.PARLEY_BENCH_KEEP) await rm(dir, { recursive: true, force: true });
+  else progress(`kept ${dir}`);
 }

@@ -48,6 +48,13 @@ export interface RawOptions {
   relay?: boolean;
   /** Inbox streams, members spread over them by index, as Parley's 16 inbox shards. @default 1 */
   inboxStreams?: number;
+  /**
+   * Room and inbox entries carry headers of the sizes Parley's do (ids of Parley's length, a
+   * `traceparent`, the room positions), in place of raw's two short ones.
+   */
+  parleyHeaders?: boolean;
+  /** Connects a member (default `connect`): e.g. as a user with permissions of its own. */
+  memberConnect?: (member: string) => Promise<NatsConnection>;
 }
 
 /** What one latency run measured. */
@@ -151,7 +158,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   const memberConns: NatsConnection[] = [];
   const iters: ConsumerMessages[] = [];
   for (const [i, m] of all.entries()) {
-    const c = await o.connect();
+    const c = await (o.memberConnect ? o.memberConnect(m) : o.connect());
     memberConns.push(c);
     const consumer = await jetstream(c).consumers.getPushConsumer(inboxOf(i), m);
     iters.push(
@@ -203,7 +210,15 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
                 return (members[room] ?? []).map((member) => {
                   const h = headers();
                   h.set('t', m.headers?.get('t') ?? '0');
-                  h.set('Nats-Msg-Id', `${m.seq}:${member}`);
+                  if (o.parleyHeaders) {
+                    // What the fan-out writes: the message id, the trace context, the positions.
+                    const id = m.headers?.get('Parley-Msg-Id') ?? '';
+                    h.set('Parley-Msg-Id', id);
+                    h.set('traceparent', m.headers?.get('traceparent') ?? '');
+                    h.set('Parley-Room-Seq', String(m.seq));
+                    h.set('Parley-Prev-Seq', String(m.seq - 1));
+                    h.set('Nats-Msg-Id', `${id}:agt_${member.padEnd(26, '0')}`);
+                  } else h.set('Nats-Msg-Id', `${m.seq}:${member}`);
                   return fpub.publish(`${PREFIX}.inbox.${member}.${room}`, m.data, { headers: h });
                 });
               }),
@@ -262,8 +277,18 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     const js = senders[room] as JsPublisher;
     const h = headers();
     h.set('t', String(performance.now()));
-    // As Parley's ingress: the room write carries a message id, so a retry is stored once.
-    h.set('Nats-Msg-Id', `w${++sent}`);
+    if (o.parleyHeaders) {
+      // What the ingress writes: routing facts, the message id, the trace context.
+      const n = String(++sent).padStart(26, '0');
+      h.set('Parley-Kind', 'message');
+      h.set('Parley-Sender', `agt_${String(room).padStart(26, '0')}`);
+      h.set('Parley-Msg-Id', `msg_${n}`);
+      h.set('traceparent', `00-${n.padEnd(32, '0')}-${n.slice(0, 16)}-00`);
+      h.set('Nats-Msg-Id', `agt_${String(room).padStart(26, '0')}:${n}`);
+    } else {
+      // As Parley's ingress: the room write carries a message id, so a retry is stored once.
+      h.set('Nats-Msg-Id', `w${++sent}`);
+    }
     return retried(() =>
       js.publish(
         o.relay ? `${PREFIX}.send.${room}` : `${PREFIX}.room.${room % o.partitions}.${room}`,
