@@ -17,8 +17,9 @@ import { parseArgs } from 'node:util';
 import { connect } from '@nats-io/transport-node';
 import { coalesceWrites } from '@parley/contracts';
 import { findNatsServer, freePort, startNatsServer } from '@parley/nats-server';
-import { setupRaw } from './raw.js';
-import { cpuDuring, median, progress } from './stats.js';
+import { usageError, wholeNumber } from './cli.js';
+import { memberNames, setupRaw } from './raw.js';
+import { cpuDuring, median, perDeliveryUs, progress } from './stats.js';
 
 const usage = `pnpm bench:hop [options]
 
@@ -56,22 +57,14 @@ let args: ReturnType<typeof parse>['values'];
 try {
   args = parse().values;
 } catch (err) {
-  process.stderr.write(`${(err as Error).message}\n\n${usage}`);
-  process.exit(2);
+  usageError((err as Error).message, usage);
 }
 if (args.help) {
   process.stdout.write(usage);
   process.exit(0);
 }
-function count(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) {
-    process.stderr.write(`--${name} must be a whole number ≥ 1, not “${value}”\n\n${usage}`);
-    process.exit(2);
-  }
-  return n;
-}
+const count = (name: string, value: string | undefined, fallback: number) =>
+  wholeNumber(usage, name, value, fallback, 1);
 const messages = count('messages', args.messages, 20_000);
 const runs = count('runs', args.runs, 3);
 const second = {
@@ -89,12 +82,11 @@ if (!bin) {
   );
   process.exit(1);
 }
-/** Members of the second pipeline (as `raw.ts` names them) and the admin user everything else uses. */
+const shape = { rooms: 100, membersPerRoom: 3, payloadBytes: 512, partitions: 16, batch: 100, window: 256 };
+/** Users for the second pipeline's members and the admin user everything else uses. */
 function usersConfig(): string {
   const q = JSON.stringify;
-  const members = Array.from({ length: 100 }, (_, r) =>
-    Array.from({ length: 3 }, (_, i) => `m${r}x${i}`),
-  ).flat();
+  const members = memberNames(shape.rooms, shape.membersPerRoom).flat();
   // Shaped like Parley's participant template: its own requests, its consumer's info, acks and flow
   // control replies by consumer name; subscriptions under one reply prefix.
   const user = (m: string) =>
@@ -132,7 +124,6 @@ const server = await startNatsServer({
 });
 const pids = { bench: process.pid, natsServer: server.pid };
 try {
-  const shape = { rooms: 100, membersPerRoom: 3, payloadBytes: 512, partitions: 16, batch: 100, window: 256 };
   const auth = second.permissions ? { user: 'admin', pass: 'a' } : {};
   const connectOne = async () => {
     const nc = await connect({ servers: server.url, noAsyncTraces: true, ...auth });
@@ -167,15 +158,13 @@ try {
     relayedRuns: [] as number[],
     cpuUs: { raw: [] as unknown[], relayed: [] as unknown[] },
   };
-  const perDelivery = (cpu: Record<string, number>) =>
-    Object.fromEntries(Object.entries(cpu).map(([k, s]) => [k, Math.round((s * 1e6) / deliveries)]));
   for (let i = 0; i < runs; i++) {
     const r = await cpuDuring(pids, () => raw.throughput(messages));
     result.rawRuns.push(r.result);
-    result.cpuUs.raw.push(perDelivery(r.cpu));
+    result.cpuUs.raw.push(perDeliveryUs(r.cpu, deliveries));
     const h = await cpuDuring(pids, () => relayed.throughput(messages));
     result.relayedRuns.push(h.result);
-    result.cpuUs.relayed.push(perDelivery(h.cpu));
+    result.cpuUs.relayed.push(perDeliveryUs(h.cpu, deliveries));
     progress(`hop: run ${i + 1}: raw ${r.result}, with ${described} ${h.result} deliveries/s`);
   }
   await relayed.close();

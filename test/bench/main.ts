@@ -24,10 +24,11 @@ import { KeyMaterial, mintServiceCreds } from '@parley/keys';
 import { loadTelemetryConfig, silentLogger, startTelemetry } from '@parley/kit';
 import { freePort } from '@parley/nats-server';
 import { benchA2a } from './a2a.js';
+import { usageError, wholeNumber } from './cli.js';
 import { setupParley } from './parley.js';
 import { setupRaw } from './raw.js';
 import { benchRegistrySearch } from './registry.js';
-import { childPids, cpuDuring, median, peakRssMb, profiled, progress } from './stats.js';
+import { childPids, cpuDuring, median, peakRssMb, perDeliveryUs, profiled, progress } from './stats.js';
 
 const usage = `pnpm bench [options]
 
@@ -47,8 +48,7 @@ const usage = `pnpm bench [options]
   during each throughput run (bench-raw-<i>, bench-parley-<i>).
 `;
 function fail(message: string): never {
-  process.stderr.write(`${message}\n\n${usage}`);
-  process.exit(2);
+  return usageError(message, usage);
 }
 let parsed: ReturnType<typeof parse>;
 function parse() {
@@ -75,13 +75,8 @@ if (args.help) {
   process.stdout.write(usage);
   process.exit(0);
 }
-/** A whole number of at least `min`, or the fallback when the flag is absent. */
-function count(name: string, value: string | undefined, fallback: number, min: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < min) fail(`--${name} must be a whole number ≥ ${min}, not “${value}”`);
-  return n;
-}
+const count = (name: string, value: string | undefined, fallback: number, min: number) =>
+  wholeNumber(usage, name, value, fallback, min);
 const quick = args.quick ?? false;
 const messages = count('messages', args.messages, quick ? 3_000 : 20_000, 1);
 const registryAgents = count('registry-agents', args['registry-agents'], quick ? 500 : 10_000, 0);
@@ -182,9 +177,6 @@ type Backbone = Awaited<ReturnType<typeof startBackbone>>;
 const runs = count('runs', args.runs, 3, 1);
 const loads = [0.25, 0.5, 0.75];
 const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
-/** CPU microseconds per delivery, per process. */
-const perDelivery = (cpu: Record<string, number>, deliveries: number) =>
-  Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Math.round((v / deliveries) * 1e6)]));
 const perCore = (cpu: Record<string, number>, wall: number, keys: string[]) =>
   Math.round((keys.reduce((sum, k) => sum + (cpu[k] ?? 0), 0) / wall) * 10_000) / 100;
 
@@ -257,7 +249,7 @@ try {
     cpu.raw.push({
       wall: r.wall,
       ...r.cpu,
-      perDeliveryUs: perDelivery(r.cpu, deliveries),
+      perDeliveryUs: perDeliveryUs(r.cpu, deliveries),
       load: loadavg()[0],
     });
     const p = await cpuDuring(backbone.pids, () =>
@@ -267,7 +259,7 @@ try {
     cpu.parley.push({
       wall: p.wall,
       ...p.cpu,
-      perDeliveryUs: perDelivery(p.cpu, deliveries),
+      perDeliveryUs: perDeliveryUs(p.cpu, deliveries),
       load: loadavg()[0],
     });
     progress(
@@ -290,7 +282,7 @@ try {
       parley: { ...p.result.endToEnd, stages: p.result.stages },
       raw: r.result.endToEnd,
       // At the same rate, so per-delivery work compares without the machine's load in it.
-      cpuPerDeliveryUs: { parley: perDelivery(p.cpu, deliveries), raw: perDelivery(r.cpu, deliveries) },
+      cpuPerDeliveryUs: { parley: perDeliveryUs(p.cpu, deliveries), raw: perDeliveryUs(r.cpu, deliveries) },
       loadAverage: loadavg()[0] ?? 0,
     });
   }

@@ -89,19 +89,24 @@ async function retried<T>(f: () => Promise<T>): Promise<T> {
 const INBOX_HEARTBEAT = nanos(INBOX_IDLE_HEARTBEAT_MS);
 const PARTITION_HEARTBEAT = nanos(PARTITION_IDLE_HEARTBEAT_MS);
 
+/** The members' names (and durable consumer names), room by room. */
+export function memberNames(rooms: number, membersPerRoom: number): string[][] {
+  return Array.from({ length: rooms }, (_, r) =>
+    Array.from({ length: membersPerRoom }, (_, i) => `m${r}x${i}`),
+  );
+}
+
 export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   const PREFIX = o.name ?? 'bench';
   const ROOMS = `${PREFIX.toUpperCase()}_ROOMS`;
   const INBOX = `${PREFIX.toUpperCase()}_INBOX`;
   const REPLIES = `_INBOX.${PREFIX}`;
+  const roomSubject = (room: number) => `${PREFIX}.room.${room % o.partitions}.${room}`;
   const nc = await o.connect();
   const jsm = await jetstreamManager(nc);
   const shards = Math.max(1, o.inboxStreams ?? 1);
   const inboxes = shards === 1 ? [INBOX] : Array.from({ length: shards }, (_, i) => `${INBOX}_${i}`);
-  const members: string[][] = [];
-  for (let r = 0; r < o.rooms; r++) {
-    members.push(Array.from({ length: o.membersPerRoom }, (_, i) => `m${r}x${i}`));
-  }
+  const members = memberNames(o.rooms, o.membersPerRoom);
   const all = members.flat();
   /** The inbox stream of the member at index `i` of `all`. */
   const inboxOf = (i: number) => inboxes[i % shards] as string;
@@ -246,19 +251,17 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
   );
   // The relay: what the ingress does on the way to the room stream, and nothing else.
   const relayConn = o.relay ? await o.connect() : undefined;
-  let relayPublisher: JsPublisher | undefined;
-  if (relayConn) {
-    const rjs = new JsPublisher(relayConn, REPLIES);
-    relayPublisher = rjs;
-    await rjs.start();
+  const relay = relayConn && new JsPublisher(relayConn, REPLIES);
+  if (relayConn && relay) {
+    await relay.start();
     const encoder = new TextEncoder();
-    relayConn.subscribe(`${PREFIX}.send.*`, {
+    const sendPrefix = `${PREFIX}.send.`;
+    relayConn.subscribe(`${sendPrefix}*`, {
       queue: 'relay',
       callback: (err, msg) => {
         if (err) return;
-        const room = Number(msg.subject.slice(PREFIX.length + 6));
-        rjs
-          .publish(`${PREFIX}.room.${room % o.partitions}.${room}`, msg.data, {
+        relay
+          .publish(roomSubject(Number(msg.subject.slice(sendPrefix.length))), msg.data, {
             ...(msg.headers ? { headers: msg.headers } : {}),
           })
           .then(
@@ -280,21 +283,18 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     if (o.parleyHeaders) {
       // What the ingress writes: routing facts, the message id, the trace context.
       const n = String(++sent).padStart(26, '0');
+      const sender = `agt_${String(room).padStart(26, '0')}`;
       h.set('Parley-Kind', 'message');
-      h.set('Parley-Sender', `agt_${String(room).padStart(26, '0')}`);
+      h.set('Parley-Sender', sender);
       h.set('Parley-Msg-Id', `msg_${n}`);
       h.set('traceparent', `00-${n.padEnd(32, '0')}-${n.slice(0, 16)}-00`);
-      h.set('Nats-Msg-Id', `agt_${String(room).padStart(26, '0')}:${n}`);
+      h.set('Nats-Msg-Id', `${sender}:${n}`);
     } else {
       // As Parley's ingress: the room write carries a message id, so a retry is stored once.
       h.set('Nats-Msg-Id', `w${++sent}`);
     }
     return retried(() =>
-      js.publish(
-        o.relay ? `${PREFIX}.send.${room}` : `${PREFIX}.room.${room % o.partitions}.${room}`,
-        payload,
-        { headers: h },
-      ),
+      js.publish(relay ? `${PREFIX}.send.${room}` : roomSubject(room), payload, { headers: h }),
     );
   };
   const waitDelivered = (n: number) =>
@@ -333,7 +333,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
       for (const f of fanouts) await f();
       for (const it of iters) await it.close();
       for (const fp of [...senders, ...fanPublishers]) fp.close();
-      relayPublisher?.close();
+      relay?.close();
       await Promise.all(
         [...memberConns, ...fanConns, ...(relayConn ? [relayConn] : [])].map((c) => c.close()),
       );

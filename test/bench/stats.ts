@@ -100,6 +100,11 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
   }
 }
 
+/** CPU microseconds per delivery, per process, from CPU seconds per process. */
+export function perDeliveryUs(cpu: Record<string, number>, deliveries: number): Record<string, number> {
+  return Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Math.round((v / deliveries) * 1e6)]));
+}
+
 /** CPU seconds each named process spends while `fn` runs, and the wall time. */
 export async function cpuDuring<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>) {
   const before = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid) ?? 0]));
