@@ -45,7 +45,8 @@ const usage = `pnpm bench [options]
   --help                 this text
 
   PARLEY_BENCH_PROFILE=<dir> writes CPU profiles of the backbone, and of the bench's own process
-  during each throughput run (bench-raw-<i>, bench-parley-<i>).
+  during each throughput run (bench-raw-<i>, bench-parley-<i>) and latency run (bench-raw-at-<percent>,
+  bench-parley-at-<percent>).
 `;
 function fail(message: string): never {
   return usageError(message, usage);
@@ -272,10 +273,15 @@ try {
   const latencyByLoad = [];
   for (const loadFraction of loads) {
     const ratePerSec = Math.max(1, Math.round((capacity * loadFraction) / shape.membersPerRoom));
-    progress(`latency at ${Math.round(loadFraction * 100)}% of capacity: ${ratePerSec} room messages/s`);
+    const pct = Math.round(loadFraction * 100);
+    progress(`latency at ${pct}% of capacity: ${ratePerSec} room messages/s`);
     const deliveries = ratePerSec * shape.latencySeconds * shape.membersPerRoom;
-    const p = await cpuDuring(backbone.pids, () => parley.latency(ratePerSec, shape.latencySeconds));
-    const r = await cpuDuring(backbone.pids, () => raw.latency(ratePerSec, shape.latencySeconds));
+    const p = await cpuDuring(backbone.pids, () =>
+      profiled(profileDir, `bench-parley-at-${pct}`, () => parley.latency(ratePerSec, shape.latencySeconds)),
+    );
+    const r = await cpuDuring(backbone.pids, () =>
+      profiled(profileDir, `bench-raw-at-${pct}`, () => raw.latency(ratePerSec, shape.latencySeconds)),
+    );
     latencyByLoad.push({
       loadFraction,
       ratePerSec,
