@@ -1,6 +1,5 @@
 // Runs the test files with node's test runner and tsx, against the sources of the workspace
 // packages (the @parley/source export condition).
-// Usage: pnpm test:run [--nodes=3] [--test-name-pattern=<regexp> …] [file or directory …]
 import { readdirSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, relative, resolve } from 'node:path';
@@ -22,6 +21,7 @@ function collect(path, out) {
   return out;
 }
 
+const usage = 'usage: pnpm test:run [--nodes=3] [--test-name-pattern=<regexp> …] [file or directory …]';
 // --nodes=3: the harness runs startParley() against a 3-node JetStream cluster (PARLEY_TEST_NODES).
 const args = process.argv.slice(2);
 const nodes = args.find((a) => a.startsWith('--nodes='))?.slice('--nodes='.length);
@@ -32,9 +32,7 @@ const unknown = args.filter(
   (a) => a.startsWith('-') && !a.startsWith('--nodes=') && !a.startsWith('--test-name-pattern='),
 );
 if (unknown.length) {
-  process.stderr.write(
-    `unknown option ${unknown.join(' ')}\nusage: pnpm test:run [--nodes=3] [--test-name-pattern=<regexp> …] [file or directory …]\n`,
-  );
+  process.stderr.write(`unknown option ${unknown.join(' ')}\n${usage}\n`);
   process.exit(2);
 }
 const targets = args.filter((a) => !a.startsWith('-'));

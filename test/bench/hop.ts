@@ -145,10 +145,10 @@ try {
   const described = `${second.relay ? 'a relay' : 'no relay'}, ${second.inboxStreams} inbox stream(s), ${second.payloadBytes} B${second.parleyHeaders ? ", Parley's headers" : ''}${second.permissions ? ', members with permissions' : ''}`;
   progress(`hop: setting up raw and raw with ${described} (600 connections, 600 inbox consumers)`);
   const raw = await setupRaw({ ...options, name: 'bench' });
-  const { permissions, ...shape2 } = second;
+  const { permissions, ...onServer } = second;
   const relayed = await setupRaw({
     ...options,
-    ...shape2,
+    ...onServer,
     name: 'hop',
     ...(permissions ? { memberConnect } : {}),
   });

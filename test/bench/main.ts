@@ -48,9 +48,6 @@ const usage = `pnpm bench [options]
   during each throughput run (bench-raw-<i>, bench-parley-<i>) and latency run (bench-raw-at-<percent>,
   bench-parley-at-<percent>).
 `;
-function fail(message: string): never {
-  return usageError(message, usage);
-}
 let parsed: ReturnType<typeof parse>;
 function parse() {
   return parseArgs({
@@ -69,7 +66,7 @@ function parse() {
 try {
   parsed = parse();
 } catch (err) {
-  fail((err as Error).message);
+  usageError((err as Error).message, usage);
 }
 const args = parsed.values;
 if (args.help) {
