@@ -209,16 +209,21 @@ export async function startServer(options: StartServerOptions = {}): Promise<Tes
   };
 
   // A cluster is usable once JetStream has a meta leader that knows every node: until then an R3
-  // stream fails with "no suitable peers for placement". Placing one is the test.
+  // stream fails with "no suitable peers for placement". Placing one is the test. A request sent
+  // before the meta leader is elected is dropped unanswered, so the first attempts wait briefly
+  // (250 ms, doubling to 2 s): with a fixed 2 s, every cluster start waited out one lost request
+  // (2.6–2.9 s to ready on an idle machine; the meta leader was elected 0.4 s after the start).
+  // An add that timed out yet was made is answered as made when tried again (same configuration).
   if (n > 1) {
     const nc = await connectTo();
     try {
-      const jsm = await jetstreamManager(nc, { checkAPI: false, timeout: 2000 });
       // Bounded by time, not by attempts: on a busy machine the peers can take well over 20 s to
       // find each other (as long as a node's own readiness, above).
       const deadline = Date.now() + CLUSTER_READY_MS;
-      for (;;) {
+      for (let attempt = 0; ; attempt++) {
+        const timeout = Math.min(2000, 250 * 2 ** attempt);
         try {
+          const jsm = await jetstreamManager(nc, { checkAPI: false, timeout });
           await jsm.streams.add({
             name: 'HARNESS_READY',
             subjects: ['harness.ready'],

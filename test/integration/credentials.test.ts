@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
+import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
 import {
   AuditRecord,
   buckets,
@@ -21,7 +22,7 @@ import {
   registryApi,
   streams,
 } from '@parley/contracts';
-import { publicKeys, revocationsOf } from '@parley/keys';
+import { mintSystemCreds, publicKeys, revocationsOf } from '@parley/keys';
 import { silentLogger } from '@parley/kit';
 import { type Agent, connect } from '@parley/sdk';
 import { freePort, startStandalone } from '@parley/standalone';
@@ -128,6 +129,38 @@ describe('credentials: rotation and revocation', () => {
     assert.equal(last?.header.get('Nats-Msg-Id'), audit.id);
     sub.unsubscribe();
     await svc.close();
+  });
+
+  it('pushes the account JWT only when the server does not hold its claims already', async () => {
+    // Every push makes nats-server 2.9.10 answer the account's JetStream requests "no responders"
+    // for a moment, so a push the server does not need (each start of governance made one) is left out.
+    const sys = await natsConnect({
+      servers: parley.natsUrl.split(','),
+      authenticator: credsAuthenticator(
+        new TextEncoder().encode((await mintSystemCreds(parley.home.keys)).creds),
+      ),
+    });
+    const pushed: string[] = [];
+    sys.subscribe('$SYS.REQ.CLAIMS.UPDATE', {
+      callback: (_e, m) => {
+        pushed.push(m.string());
+      },
+    });
+    await sys.flush();
+    const governance = parley.services.find((s) => s.name === 'governance') as unknown as {
+      pushRevocations(): Promise<number>;
+    };
+    const held = await governance.pushRevocations();
+    const { agent, creds } = await createAgent(owner, { name: 'push-counted' });
+    await owner.call(governanceApi.revokeCredentials, { participant: agent.id });
+    // The revocation's push comes after any push before it (one connection, one route), so a
+    // second one here would be the push that was not needed.
+    await waitFor(() => pushed.length > 0, 'the revocation pushed');
+    await sys.flush();
+    assert.equal(pushed.length, 1, 'one push: the revocation, none for the claims the server held');
+    assert.equal(Object.keys(revocationsOf(pushed[0] ?? '')).length, held + 1);
+    assert.equal(await codeOf(connectTo(parley, creds)), 'UNAUTHENTICATED');
+    await sys.close();
   });
 
   it('refuses rotation and revocation to anyone but the owner, an org admin or a service, changing nothing', async () => {

@@ -17,7 +17,7 @@ import {
   RevokedUserKey,
   readStanding,
 } from '@parley/contracts';
-import { type AccountSigner, type MintedCreds, signAccountJwt } from '@parley/keys';
+import { type AccountSigner, type MintedCreds, sameAccountClaims, signAccountJwt } from '@parley/keys';
 import { appendAudit, type Logger, publishEvent, snapshotKv, updateKv } from '@parley/kit';
 
 /** How governance pushes account JWT updates to the NATS server. */
@@ -26,6 +26,17 @@ export interface AccountUpdates {
   signer: AccountSigner;
   /** A connection as the system account's user (may publish `$SYS.REQ.CLAIMS.UPDATE`). */
   systemNc: NatsConnection;
+}
+
+/** The PARLEY account JWT the server holds (full resolver), or undefined when it does not say. */
+async function heldAccountJwt(updates: AccountUpdates): Promise<string | undefined> {
+  try {
+    const subject = `$SYS.REQ.ACCOUNT.${updates.signer.accountPublicKey}.CLAIMS.LOOKUP`;
+    const msg = await updates.systemNc.request(subject, undefined, { timeout: 1000 });
+    return msg.string() || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What {@link createCredentials} needs. */
@@ -128,6 +139,14 @@ export function createCredentials(deps: CredentialsDeps) {
         const fingerprint = JSON.stringify(Object.entries(revocations).sort());
         if (fingerprint === last) return Object.keys(revocations).length;
         const jwt = await signAccountJwt(updates.signer, revocations);
+        // Nothing to push when the server holds these claims already (a start after a clean stop, a
+        // second replica): nats-server 2.9.10 answers the account's JetStream requests "no
+        // responders" for a moment while it applies a push, and every start of governance pushed.
+        const held = await heldAccountJwt(updates);
+        if (held !== undefined && sameAccountClaims(held, jwt)) {
+          last = fingerprint;
+          continue;
+        }
         let reply: { data?: { code?: number }; error?: { code?: number; description?: string } };
         try {
           const msg = await updates.systemNc.request('$SYS.REQ.CLAIMS.UPDATE', jwt, { timeout: 5000 });

@@ -8,6 +8,8 @@
  *   own inbox consumer, and receive replies on `_INBOX.<its name>.`. Whoever holds only this key
  *   cannot mint anything broader: the server applies the template, not the user JWT.
  */
+
+import { isDeepStrictEqual } from 'node:util';
 import {
   createAccount,
   createOperator,
@@ -177,6 +179,23 @@ export function revocationsOf(accountJwt: string): Record<string, number> {
     return { ...(claims.nats.revocations ?? {}) };
   } catch {
     return {};
+  }
+}
+
+/**
+ * Whether two account JWTs say the same (issuer, account, name and every NATS claim: limits, signing
+ * keys with their templates, revocations), whenever and under whichever id each was signed. False
+ * when either cannot be read.
+ */
+export function sameAccountClaims(a: string, b: string): boolean {
+  try {
+    const what = (jwt: string) => {
+      const c = decode(jwt.trim());
+      return { iss: c.iss, sub: c.sub, name: c.name, nats: c.nats };
+    };
+    return isDeepStrictEqual(what(a), what(b));
+  } catch {
+    return false;
   }
 }
 
