@@ -290,11 +290,12 @@ export function createRoomsService(
               }
             : {}),
         });
-        step = 'the fan-out: its leases';
-        await fanout.start();
-        step = 'the dead-letter worker';
+        // Both at once: on a 3-node cluster each waits for Raft elections of consumers it makes
+        // (the fan-out's leases 0.25–0.34 s, the dead-letter worker 0.47 s, one after the other).
+        step = 'the fan-out (its leases) and the dead-letter worker';
         deadLetters = createDeadLetters({ js, jsm, partitions: config.PARLEY_PARTITIONS, log });
-        await deadLetters.start();
+        const both = await Promise.allSettled([fanout.start(), deadLetters.start()]);
+        for (const r of both) if (r.status === 'rejected') throw r.reason;
       }
       step = undefined;
       started = true;
