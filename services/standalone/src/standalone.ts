@@ -516,11 +516,12 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     // their own containers start in a deployment: one after the other they took 1.35 s of a 3-node
     // start, 0.85 s of it the rooms service's consumers electing their leaders. A service that did
     // start is stopped with the rest when another fails.
+    const all = [registry, governance, rooms, consent, mcp, gateway];
     await governance.start();
-    const rest = [registry, rooms, consent, mcp, gateway];
+    const rest = all.filter((s) => s !== governance);
     const started = await Promise.allSettled(rest.map((s) => s.start()));
     const running = new Set([governance, ...rest.filter((_, i) => started[i]?.status === 'fulfilled')]);
-    services.push(...[registry, governance, rooms, consent, mcp, gateway].filter((s) => running.has(s)));
+    services.push(...all.filter((s) => running.has(s)));
     const failed = started.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
     await registry.seed({ org: home.state.org, admin: home.state.admin });
