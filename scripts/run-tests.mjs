@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
+import { parseArgs } from 'node:util';
 import { root } from './bootstrap.mjs';
 
 const SKIP = new Set(['node_modules', 'dist', '.git', '.parley', '.tools']);
@@ -24,23 +25,26 @@ function collect(path, out) {
 const usage =
   'usage: pnpm test:run [--nodes=3] [--concurrency=<files at once>] [--test-name-pattern=<regexp> …] [file or directory …]';
 // --nodes=3: the harness runs startParley() against a 3-node JetStream cluster (PARLEY_TEST_NODES).
-const args = process.argv.slice(2);
-const nodes = args.find((a) => a.startsWith('--nodes='))?.slice('--nodes='.length);
-const testNamePatterns = args
-  .filter((a) => a.startsWith('--test-name-pattern='))
-  .map((a) => a.slice('--test-name-pattern='.length));
-const concurrencyArg = args.find((a) => a.startsWith('--concurrency='))?.slice('--concurrency='.length);
-const known = ['--nodes=', '--concurrency=', '--test-name-pattern='];
-const unknown = args.filter((a) => a.startsWith('-') && !known.some((k) => a.startsWith(k)));
-if (unknown.length) {
-  process.stderr.write(`unknown option ${unknown.join(' ')}\n${usage}\n`);
+let parsed;
+try {
+  parsed = parseArgs({
+    options: {
+      nodes: { type: 'string' },
+      concurrency: { type: 'string' },
+      'test-name-pattern': { type: 'string', multiple: true },
+    },
+    allowPositionals: true,
+  });
+} catch (err) {
+  process.stderr.write(`${err.message}\n${usage}\n`);
   process.exit(2);
 }
+const { nodes, concurrency: concurrencyArg, 'test-name-pattern': testNamePatterns = [] } = parsed.values;
 if (concurrencyArg !== undefined && !/^[1-9][0-9]*$/.test(concurrencyArg)) {
   process.stderr.write(`--concurrency must be a positive whole number, not “${concurrencyArg}”\n${usage}\n`);
   process.exit(2);
 }
-const targets = args.filter((a) => !a.startsWith('-'));
+const targets = parsed.positionals;
 // The longest files start first, so that none of them is left running alone at the end: in one run
 // of the first pass, 2 at a time, the files took 1,143 s in 611 s, 78 s of it with one file running
 // (the soak test, started last by name). node --test sorts the files it is given by name; run() below

@@ -9,7 +9,7 @@ import {
   registryApi,
   subjects,
 } from '@parley/contracts';
-import { mintServiceCreds } from '@parley/keys';
+import { mintServiceCreds, mintSystemCreds } from '@parley/keys';
 import {
   type Agent,
   type ConnectOptions,
@@ -66,6 +66,16 @@ export async function connectService(parley: TestParley, name = 'test'): Promise
       new TextEncoder().encode((await mintServiceCreds(parley.home.keys, name)).creds),
     ),
     inboxPrefix: subjects.replyPrefix(`svc_${name}`),
+  });
+}
+
+/** A connection as the system account's user (server events, `$SYS.REQ.…`), to every node. */
+export async function connectSystem(parley: TestParley): Promise<NatsConnection> {
+  return natsConnect({
+    servers: parley.natsUrl.split(','),
+    authenticator: credsAuthenticator(
+      new TextEncoder().encode((await mintSystemCreds(parley.home.keys)).creds),
+    ),
   });
 }
 

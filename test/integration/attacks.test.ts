@@ -26,10 +26,11 @@ import {
   streams,
   subjects,
 } from '@parley/contracts';
-import { mintResponderCreds, mintSystemCreds, publicKeys } from '@parley/keys';
+import { mintResponderCreds, publicKeys } from '@parley/keys';
 import {
   codeOf,
   connectService,
+  connectSystem,
   parsePrometheusText,
   sampleValue,
   startParley,
@@ -265,12 +266,7 @@ describe('attacks on the backbone (issue 13)', () => {
 
   describe('hole 1b: every service receives its requests on its responder connection', () => {
     it('subscribes the request subjects only on the connections named parley-<service>-responder', async () => {
-      const sys = await natsConnect({
-        servers: parley.natsUrl,
-        authenticator: credsAuthenticator(
-          new TextEncoder().encode((await mintSystemCreds(parley.home.keys)).creds),
-        ),
-      });
+      const sys = await connectSystem(parley);
       try {
         const account = publicKeys(parley.home.keys).account;
         // Every server answers the PING with its own connections: in a cluster the services are

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
 import {
   AuditRecord,
   buckets,
@@ -22,7 +21,7 @@ import {
   registryApi,
   streams,
 } from '@parley/contracts';
-import { mintSystemCreds, publicKeys, revocationsOf } from '@parley/keys';
+import { publicKeys, revocationsOf } from '@parley/keys';
 import { silentLogger } from '@parley/kit';
 import { type Agent, connect } from '@parley/sdk';
 import { freePort, startStandalone } from '@parley/standalone';
@@ -30,6 +29,7 @@ import {
   codeOf,
   connectAdmin,
   connectService,
+  connectSystem,
   connectTo,
   createAgent,
   createHuman,
@@ -134,12 +134,7 @@ describe('credentials: rotation and revocation', () => {
   it('pushes the account JWT only when the server does not hold its claims already', async () => {
     // Every push makes nats-server 2.9.10 answer the account's JetStream requests "no responders"
     // for a moment, so a push the server does not need (each start of governance made one) is left out.
-    const sys = await natsConnect({
-      servers: parley.natsUrl.split(','),
-      authenticator: credsAuthenticator(
-        new TextEncoder().encode((await mintSystemCreds(parley.home.keys)).creds),
-      ),
-    });
+    const sys = await connectSystem(parley);
     const pushed: string[] = [];
     sys.subscribe('$SYS.REQ.CLAIMS.UPDATE', {
       callback: (_e, m) => {

@@ -431,27 +431,29 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
 
     // Every service's two connections (and the system user's) at once: one after the other, the 13
     // connects took 0.3–0.45 s of a start.
-    const serviceNames = ['registry', 'governance', 'rooms', 'consent', 'mcp', 'gateway'] as const;
-    const [systemNc, pairs] = await Promise.all([
-      connectSystem(),
-      Promise.all(
-        serviceNames.map(async (name) => {
-          const [nc, responder] = await Promise.all([connectAs(name), responderOf(name)]);
-          return { nc, responder };
-        }),
-      ),
-    ]);
-    const connectionsOf = (name: (typeof serviceNames)[number]) =>
-      pairs[serviceNames.indexOf(name)] as (typeof pairs)[number];
+    const connectService = async (name: string) => {
+      const [nc, responder] = await Promise.all([connectAs(name), responderOf(name)]);
+      return { nc, responder };
+    };
+    const [systemNc, registryConns, governanceConns, roomsConns, consentConns, mcpConns, gatewayConns] =
+      await Promise.all([
+        connectSystem(),
+        connectService('registry'),
+        connectService('governance'),
+        connectService('rooms'),
+        connectService('consent'),
+        connectService('mcp'),
+        connectService('gateway'),
+      ]);
 
     const registry = createRegistryService({
-      ...connectionsOf('registry'),
+      ...registryConns,
       log,
       ...observe('registry'),
       ...(o.backbone ? { backbone: o.backbone } : {}),
     });
     const governance = createGovernanceService({
-      ...connectionsOf('governance'),
+      ...governanceConns,
       log,
       ...observe('governance'),
       config: {
@@ -463,7 +465,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       accountUpdates: { signer: accountSigner(keys), systemNc },
     });
     const rooms = createRoomsService({
-      ...connectionsOf('rooms'),
+      ...roomsConns,
       connect: (purpose) => connectAs('rooms', purpose),
       log,
       ...observe('rooms'),
@@ -476,14 +478,14 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     });
     // Consent: contact requests and the check rooms asks before an invite across owners.
     const consent = createConsentService({
-      ...connectionsOf('consent'),
+      ...consentConns,
       log,
       ...observe('consent'),
       config: consentDefaults(o.consent),
     });
     // MCP: runtime bindings and the tokens of the HTTP endpoint /mcp.
     const mcp = createMcpService({
-      ...connectionsOf('mcp'),
+      ...mcpConns,
       // /mcp sessions act as their agent over a connection with the agent's reply prefix.
       connectAs: async (principal) =>
         connectNats({
@@ -498,7 +500,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     });
     // The gateway: /v1 on the HTTP port below, acting for each principal over its own connection.
     gateway = createGatewayService({
-      ...connectionsOf('gateway'),
+      ...gatewayConns,
       servers: serverList(natsUrl),
       log,
       ...observe('gateway'),
