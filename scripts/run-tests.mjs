@@ -73,7 +73,7 @@ if (files.length === 0) {
   process.stderr.write('no test files found\n');
   process.exit(1);
 }
-// Most tests wait on real servers rather than compute, so two per core keeps both cores busy.
+// Most tests wait on real servers rather than compute: one file per core, at least 2, keeps the cores busy.
 // `pnpm test:cluster` runs 3 at a time: its files wait on Raft elections more than they compute (one
 // run each, session 25: 259 s at 3, the cores 92% busy, against 292–300 s at 2).
 const concurrency = Number(
