@@ -23,8 +23,9 @@ function collect(path, out) {
 }
 
 const usage =
-  'usage: pnpm test:run [--nodes=3] [--concurrency=<files at once>] [--test-name-pattern=<regexp> …] [file or directory …]';
-// --nodes=3: the harness runs startParley() against a 3-node JetStream cluster (PARLEY_TEST_NODES).
+  'usage: pnpm test:run [--nodes=1|3] [--concurrency=<files at once>] [--test-name-pattern=<regexp> …] [file or directory …]';
+// --nodes=3: the harness runs startParley() against a 3-node JetStream cluster (PARLEY_TEST_NODES);
+// 1, the default, against one nats-server.
 let parsed;
 try {
   parsed = parseArgs({
@@ -42,6 +43,10 @@ try {
 const { nodes, concurrency: concurrencyArg, 'test-name-pattern': testNamePatterns = [] } = parsed.values;
 if (concurrencyArg !== undefined && !/^[1-9][0-9]*$/.test(concurrencyArg)) {
   process.stderr.write(`--concurrency must be a positive whole number, not “${concurrencyArg}”\n${usage}\n`);
+  process.exit(2);
+}
+if (nodes !== undefined && nodes !== '1' && nodes !== '3') {
+  process.stderr.write(`--nodes must be 1 or 3, not “${nodes}”\n${usage}\n`);
   process.exit(2);
 }
 const targets = parsed.positionals;
@@ -84,9 +89,18 @@ process.env.NODE_OPTIONS =
   `${process.env.NODE_OPTIONS ?? ''} --conditions=@parley/source --import tsx`.trim();
 if (nodes) process.env.PARLEY_TEST_NODES = nodes;
 
-/** Runs `list`, reporting to stdout; resolves with the files that had a failing test. */
+/** How many of the slowest files the summary after a run names. */
+const SLOWEST = 10;
+
+/**
+ * Runs `list`, reporting to stdout, then names the slowest files with the wall time of each one's
+ * process (start to exit: its tests, its hooks, and loading it); resolves with the files that had
+ * a failing test.
+ */
 async function runFiles(list) {
   const failed = new Set();
+  const seconds = new Map();
+  const started = performance.now();
   const stream = run({
     files: list,
     concurrency,
@@ -96,9 +110,21 @@ async function runFiles(list) {
   stream.on('test:fail', (t) => {
     if (!t.todo) failed.add(t.file ?? '(unknown file)');
   });
+  // A file's own process is reported as a test named after the file.
+  stream.on('test:complete', (t) => {
+    if (t.name === t.file) seconds.set(t.file, t.details.duration_ms / 1000);
+  });
   const report = stream.compose(new spec());
   report.pipe(process.stdout, { end: false });
   await new Promise((res, rej) => report.on('end', res).on('error', rej));
+  const wall = (performance.now() - started) / 1000;
+  const sum = [...seconds.values()].reduce((a, b) => a + b, 0);
+  const slowest = [...seconds].sort((a, b) => b[1] - a[1]).slice(0, SLOWEST);
+  process.stdout.write(
+    `\n${seconds.size} file${seconds.size === 1 ? '' : 's'} in ${wall.toFixed(0)} s, ${concurrency} at a time (${sum.toFixed(0)} s of file processes); the slowest:\n${slowest
+      .map(([f, s]) => `  ${s.toFixed(1).padStart(6)} s  ${relative(root, f)}`)
+      .join('\n')}\n`,
+  );
   return [...failed];
 }
 
