@@ -17,6 +17,7 @@ import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { root } from './bootstrap.mjs';
 
 const usage = `pnpm test:contended [--runs=<n>] [--bound-ms=<ms>]
@@ -29,29 +30,33 @@ const usage = `pnpm test:contended [--runs=<n>] [--bound-ms=<ms>]
   --bound-ms=<ms>  latest allowed delivery after a kill/restart   default 5000
   --help           this text
 `;
-const known = /^--(runs|bound-ms)=/;
-for (const a of process.argv.slice(2)) {
-  if (a === '--help' || a === '-h') {
-    process.stdout.write(usage);
-    process.exit(0);
-  }
-  if (!known.test(a)) {
-    process.stderr.write(`unknown argument “${a}”\n\n${usage}`);
-    process.exit(2);
-  }
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      runs: { type: 'string', default: '3' },
+      'bound-ms': { type: 'string', default: '5000' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  }));
+} catch (err) {
+  process.stderr.write(`${err.message}\n\n${usage}`);
+  process.exit(2);
 }
-const arg = (name, fallback) => {
-  const value = process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) {
+if (values.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
+const arg = (name) => {
+  const value = values[name];
+  if (!/^[1-9][0-9]*$/.test(value)) {
     process.stderr.write(`--${name} must be a positive whole number, not “${value}”\n\n${usage}`);
     process.exit(2);
   }
-  return n;
+  return Number(value);
 };
-const runs = arg('runs', 3);
-const boundMs = arg('bound-ms', 5_000);
+const runs = arg('runs');
+const boundMs = arg('bound-ms');
 /** The figure held against the bound: from when JetStream answered again, when the test says. */
 const judged = (f) => f.afterStreamsAnswerMs ?? f.worstMs;
 const suites = [
