@@ -41,8 +41,11 @@ try {
   process.exit(2);
 }
 const { nodes, concurrency: concurrencyArg, 'test-name-pattern': testNamePatterns = [] } = parsed.values;
-if (concurrencyArg !== undefined && !/^[1-9][0-9]*$/.test(concurrencyArg)) {
-  process.stderr.write(`--concurrency must be a positive whole number, not “${concurrencyArg}”\n${usage}\n`);
+const concurrencyAsked = concurrencyArg ?? (process.env.PARLEY_TEST_CONCURRENCY || undefined);
+if (concurrencyAsked !== undefined && !/^[1-9][0-9]*$/.test(concurrencyAsked)) {
+  process.stderr.write(
+    `--concurrency (or PARLEY_TEST_CONCURRENCY) must be a positive whole number, not “${concurrencyAsked}”\n${usage}\n`,
+  );
   process.exit(2);
 }
 if (nodes !== undefined && nodes !== '1' && nodes !== '3') {
@@ -85,9 +88,7 @@ if (files.length === 0) {
 // 527 s at 3, with the cores 94.5% busy).
 // `pnpm test:cluster` runs 3 at a time: its files wait on Raft elections more than they compute (one
 // run each, session 25: 259 s at 3, the cores 92% busy, against 292–300 s at 2).
-const concurrency = Number(
-  concurrencyArg ?? process.env.PARLEY_TEST_CONCURRENCY ?? availableParallelism() + 1,
-);
+const concurrency = Number(concurrencyAsked ?? availableParallelism() + 1);
 // Each file runs in a process of its own, which inherits this environment.
 process.env.NODE_OPTIONS =
   `${process.env.NODE_OPTIONS ?? ''} --conditions=@parley/source --import tsx`.trim();
