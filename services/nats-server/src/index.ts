@@ -4,9 +4,10 @@
  * test harness.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { constants, createWriteStream, readFileSync } from 'node:fs';
+import { constants, createWriteStream, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 
 /** Where nats-server is looked for after `NATS_SERVER_BIN` and `PATH`. */
@@ -62,8 +63,55 @@ function ephemeralLow(): number {
 const handedOut = new Set<number>();
 
 /**
+ * Where the processes of this user note the ports {@link freePort} handed them: one file per port,
+ * holding the owner's pid. A port stays noted while its owner lives, so no other process is handed
+ * it, also while it is not bound: a test's nats-server killed and about to be restarted on its
+ * port left that port free, and another test file running at the same time was handed it and lost
+ * the bind to the restarted server (EADDRINUSE; seen with 3 test files at a time).
+ */
+const reservations = join(tmpdir(), `parley-ports-${process.getuid?.() ?? 'user'}`);
+let reservedAny = false;
+
+/** Whether process `pid` is alive (a pid of another user's process counts as alive). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Notes `port` as this process's; false when a living process holds it already. */
+function reserve(port: number): boolean {
+  const file = join(reservations, String(port));
+  if (!reservedAny) {
+    mkdirSync(reservations, { recursive: true });
+    // The files go with the process (a killed process's are taken over: its pid is gone).
+    process.once('exit', () => {
+      for (const p of handedOut)
+        try {
+          unlinkSync(join(reservations, String(p)));
+        } catch {}
+    });
+    reservedAny = true;
+  }
+  try {
+    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const owner = Number(readFileSync(file, 'utf8'));
+  if (Number.isInteger(owner) && owner > 0 && alive(owner)) return false;
+  writeFileSync(file, String(process.pid));
+  return true;
+}
+
+/**
  * A free TCP port on the loopback interface, below the ephemeral range (so no outgoing connection
- * takes it before its user binds it) and never the same one twice in a process.
+ * takes it before its user binds it), never the same one twice in a process, and never one handed
+ * to another living process by this function (see {@link reservations}).
  */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
   const high = ephemeralLow() - 1;
@@ -76,6 +124,7 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     } catch {
       continue;
     }
+    if (!reserve(port)) continue;
     handedOut.add(port);
     return port;
   }
