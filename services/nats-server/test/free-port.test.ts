@@ -9,13 +9,6 @@ import { once } from 'node:events';
 import { describe, it } from 'node:test';
 import { freePort } from '@parley/nats-server';
 
-/** Ports handed to `n` calls of freePort in this process. */
-async function take(n: number): Promise<number[]> {
-  const ports: number[] = [];
-  for (let i = 0; i < n; i++) ports.push(await freePort());
-  return ports;
-}
-
 describe('freePort', () => {
   it('hands another living process none of the ports this one holds, bound or not', async () => {
     // 400 ports of the 16,384 below the ephemeral range, in each process: picked independently, the
@@ -39,7 +32,8 @@ describe('freePort', () => {
       while (!out.includes('\n')) out += (await once(child.stdout, 'data'))[0];
       const theirs = new Set<number>(JSON.parse(out));
       assert.equal(theirs.size, 400);
-      const ours = await take(400);
+      const ours: number[] = [];
+      for (let i = 0; i < 400; i++) ours.push(await freePort());
       assert.equal(new Set(ours).size, 400, 'one port handed twice in a process');
       assert.deepEqual(
         ours.filter((p) => theirs.has(p)),
