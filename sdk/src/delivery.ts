@@ -68,6 +68,12 @@ export interface Delivery {
   /** When the fan-out stored it in this participant's inbox (ms since the epoch; absent when backfilled). */
   inboxedAt?: number;
   /**
+   * When this process received it from nats-server (ms since the epoch; absent when backfilled).
+   * `receivedAt − inboxedAt` is the server's push and the socket; what follows, until the handler
+   * runs, is the wait behind this participant's earlier deliveries.
+   */
+  receivedAt?: number;
+  /**
    * Set when the room log went back under this participant: JetStream lost the entry at this
    * position (the last one handled here, or the last of several) after a fault and went on from an
    * earlier position, so this delivery and the ones after it come at positions at or below it.
@@ -234,6 +240,8 @@ const SEEN_CAPACITY = 20_000;
 /** How long a failing backfill is tried again in place before its message is nak'ed. */
 const BACKFILL_RETRY_MS = 60_000;
 const decoder = new TextDecoder();
+/** When each inbox message reached this process (see {@link Delivery.receivedAt}). */
+const receivedAt = new WeakMap<JsMsg, number>();
 
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
 interface Queued {
@@ -469,6 +477,7 @@ export class DeliveryEngine {
   }
 
   #arrive(m: JsMsg): void {
+    receivedAt.set(m, Date.now());
     if (this.#closed) {
       // Pull mode hands nothing out any more: a successor gets it at once instead of after the ack wait.
       if (this.options.mode === 'pull') m.nak();
@@ -613,6 +622,7 @@ export class DeliveryEngine {
         ...(gap ? { gap } : {}),
         ...(rewound ? { rewound } : {}),
         inboxedAt: Math.round(m.info.timestampNanos / 1e6),
+        receivedAt: receivedAt.get(m) ?? Date.now(),
       };
       if (this.options.mode === 'pull') {
         unqueue();

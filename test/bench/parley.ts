@@ -46,8 +46,11 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
   let latencies: number[] | undefined;
   let onDelivered: (() => void) | undefined;
   const slow: string[] = [];
-  // Where the time goes, per delivery: sender → ingress stamp, ingress → inbox store, inbox → handler.
-  let stages: { toIngress: number[]; toInbox: number[]; toHandler: number[] } | undefined;
+  // Where the time goes, per delivery: sender → ingress stamp, ingress → inbox store, inbox → handler
+  // (in two: the server's push until the agents' process read it, then the SDK until the handler).
+  let stages:
+    | { toIngress: number[]; toInbox: number[]; toHandler: number[]; toClient: number[]; inClient: number[] }
+    | undefined;
   const count = (d: Delivery) => {
     const t = d.message.metadata?.t;
     if (latencies && t) {
@@ -58,13 +61,19 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
         const accepted = Date.parse(d.message.sentAt);
         stages.toIngress.push(accepted - w);
         stages.toInbox.push(d.inboxedAt - accepted);
-        stages.toHandler.push(Date.now() - d.inboxedAt);
+        const now = Date.now();
+        stages.toHandler.push(now - d.inboxedAt);
+        if (d.receivedAt) {
+          stages.toClient.push(d.receivedAt - d.inboxedAt);
+          stages.inClient.push(now - d.receivedAt);
+        }
       }
       // Outliers say where time went: redelivered = the SDK's first copy was never acknowledged.
       if (ms > 1_000 && slow.length < 20) {
         const inboxed = d.inboxedAt ?? 0;
+        const received = d.receivedAt ?? 0;
         slow.push(
-          `${Math.round(ms)} ms room ${d.room} #${d.roomSeq} redelivered=${d.redelivered}: ingress→inbox ${inboxed - Date.parse(d.message.sentAt)} ms, inbox→handler ${Date.now() - inboxed} ms`,
+          `${Math.round(ms)} ms room ${d.room} #${d.roomSeq} redelivered=${d.redelivered}: ingress→inbox ${inboxed - Date.parse(d.message.sentAt)} ms, inbox→received ${received - inboxed} ms, received→handler ${Date.now() - received} ms`,
         );
       }
     }
@@ -126,7 +135,7 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
     async latency(ratePerSec, seconds) {
       const before = delivered;
       latencies = [];
-      stages = { toIngress: [], toInbox: [], toHandler: [] };
+      stages = { toIngress: [], toInbox: [], toHandler: [], toClient: [], inClient: [] };
       slow.length = 0;
       const n = Math.round(ratePerSec * seconds);
       await atRate(n, ratePerSec, (i) => void send(i));
@@ -136,12 +145,14 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
         senderToIngress: tail(stages.toIngress),
         ingressToInbox: tail(stages.toInbox),
         inboxToHandler: tail(stages.toHandler),
+        inboxToReceived: tail(stages.toClient),
+        receivedToHandler: tail(stages.inClient),
       };
       latencies = undefined;
       stages = undefined;
       if (slow.length) progress(`parley: slowest deliveries:\n  ${slow.join('\n  ')}`);
       progress(
-        `parley: at ${ratePerSec}/s p50 ${endToEnd.p50} p99 ${endToEnd.p99} p99.9 ${endToEnd.p999} max ${endToEnd.max} ms; stages p99 (ms) ${byStage.senderToIngress.p99} | ${byStage.ingressToInbox.p99} | ${byStage.inboxToHandler.p99}`,
+        `parley: at ${ratePerSec}/s p50 ${endToEnd.p50} p99 ${endToEnd.p99} p99.9 ${endToEnd.p999} max ${endToEnd.max} ms; stages p99 (ms) ${byStage.senderToIngress.p99} | ${byStage.ingressToInbox.p99} | ${byStage.inboxToHandler.p99} (${byStage.inboxToReceived.p99} + ${byStage.receivedToHandler.p99})`,
       );
       return { endToEnd, stages: byStage };
     },

@@ -81,6 +81,8 @@ describe('SDK delivery', () => {
     // The inbox kept the newest 5 (a membership event among them): the rest came from history.
     assert.ok(backfilled >= 15, `only ${backfilled} were backfilled`);
     assert.ok(got.slice(-4).every((d) => !d.backfilled));
+    // Only what came from the inbox says when it was stored and received.
+    assert.ok(got.every((d) => (d.backfilled ? !d.inboxedAt && !d.receivedAt : d.inboxedAt && d.receivedAt)));
   });
 
   it('reads history again when it comes back short of the hole (a replica catching up), and hands nothing out of order', async () => {
@@ -195,11 +197,11 @@ describe('SDK delivery', () => {
     const gate = new Promise<void>((res) => {
       release = res;
     });
-    const got: { room: string; text: string }[] = [];
+    const got: { room: string; text: string; delivery: Delivery; handledAt: number }[] = [];
     const agent = await parley.connect(r.creds, { delivery: { concurrency: 'per-room' } });
     agent.on('message', async (d) => {
       if (d.room === slow.id && text(d) === 's0') await gate;
-      got.push({ room: d.room, text: text(d) });
+      got.push({ room: d.room, text: text(d), delivery: d, handledAt: Date.now() });
     });
     await agent.listening;
     await slow.send('s0');
@@ -210,6 +212,7 @@ describe('SDK delivery', () => {
       'the fast room while the slow one waits',
     );
     assert.equal(got.filter((g) => g.room === slow.id).length, 0);
+    const releasedAt = Date.now();
     release();
     await waitFor(() => got.length === 7, 'the slow room');
     assert.deepEqual(
@@ -220,6 +223,18 @@ describe('SDK delivery', () => {
       got.filter((g) => g.room === fast.id).map((g) => g.text),
       ['f0', 'f1', 'f2', 'f3', 'f4'],
     );
+    // Each says when it was stored and when this process received it: s1 came before the fast
+    // room's messages and waited behind s0, so its wait is after `receivedAt`, not before it.
+    for (const g of got) {
+      const { inboxedAt, receivedAt } = g.delivery;
+      assert.ok(inboxedAt && receivedAt, `${g.text}: inboxedAt ${inboxedAt}, receivedAt ${receivedAt}`);
+      assert.ok(
+        inboxedAt <= receivedAt + 1 && receivedAt <= g.handledAt,
+        `${g.text}: ${inboxedAt} ${receivedAt} ${g.handledAt}`,
+      );
+    }
+    const s1 = got.find((g) => g.text === 's1');
+    assert.ok(s1?.delivery.receivedAt && s1.delivery.receivedAt < releasedAt && s1.handledAt >= releasedAt);
   });
 
   it('a failing handler is retried before anything after it, then the lane continues in order', async () => {
