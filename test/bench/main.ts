@@ -28,7 +28,18 @@ import { usageError, wholeNumber } from './cli.js';
 import { setupParley } from './parley.js';
 import { setupRaw } from './raw.js';
 import { benchRegistrySearch } from './registry.js';
-import { childPids, cpuDuring, median, peakRssMb, perDeliveryUs, profiled, progress } from './stats.js';
+import {
+  childPids,
+  cpuDuring,
+  type LoopDelay,
+  loopDelayDuring,
+  median,
+  peakRssMb,
+  perDeliveryUs,
+  profiled,
+  progress,
+  servicesLoopDelay,
+} from './stats.js';
 
 const usage = `pnpm bench [options]
 
@@ -149,6 +160,7 @@ async function startBackbone(env: Record<string, string> = {}) {
   return {
     natsUrl,
     adminCreds: join(home, 'creds', 'admin.creds'),
+    metricsUrl: `http://127.0.0.1:${httpPort}/metrics`,
     pids: { bench: process.pid, services: child.pid, natsServer: childPids(child.pid ?? 0)[0] },
     // Raw JetStream's connections write as Parley's do (coalesceWrites: the services' and the SDK's),
     // so the comparison stays fair.
@@ -273,19 +285,31 @@ try {
     const pct = Math.round(loadFraction * 100);
     progress(`latency at ${pct}% of capacity: ${ratePerSec} room messages/s`);
     const deliveries = ratePerSec * shape.latencySeconds * shape.membersPerRoom;
+    // Each Node process's event-loop delay over the run: how long a message that reached its socket
+    // waits for the process to read it (the services' window starts at this read).
+    await servicesLoopDelay(backbone.metricsUrl);
     const p = await cpuDuring(backbone.pids, () =>
-      profiled(profileDir, `bench-parley-at-${pct}`, () => parley.latency(ratePerSec, shape.latencySeconds)),
+      profiled(profileDir, `bench-parley-at-${pct}`, () =>
+        loopDelayDuring(() => parley.latency(ratePerSec, shape.latencySeconds)),
+      ),
     );
+    const servicesDelay = await servicesLoopDelay(backbone.metricsUrl);
     const r = await cpuDuring(backbone.pids, () =>
-      profiled(profileDir, `bench-raw-at-${pct}`, () => raw.latency(ratePerSec, shape.latencySeconds)),
+      profiled(profileDir, `bench-raw-at-${pct}`, () =>
+        loopDelayDuring(() => raw.latency(ratePerSec, shape.latencySeconds)),
+      ),
     );
     latencyByLoad.push({
       loadFraction,
       ratePerSec,
-      parley: { ...p.result.endToEnd, stages: p.result.stages },
-      raw: r.result.endToEnd,
+      parley: { ...p.result.result.endToEnd, stages: p.result.result.stages },
+      raw: r.result.result.endToEnd,
       // At the same rate, so per-delivery work compares without the machine's load in it.
       cpuPerDeliveryUs: { parley: perDeliveryUs(p.cpu, deliveries), raw: perDeliveryUs(r.cpu, deliveries) },
+      eventLoopDelayMs: {
+        parley: { agents: p.result.delay, services: servicesDelay },
+        raw: { clients: r.result.delay },
+      },
       loadAverage: loadavg()[0] ?? 0,
     });
   }
@@ -403,6 +427,7 @@ try {
     const row = (name: string, perSec: number, l?: { p50: number; p99: number }) =>
       `${name.padEnd(30)} ${String(perSec).padStart(8)}/s${l ? `   p50 ${l.p50.toFixed(2).padStart(7)} ms   p99 ${l.p99.toFixed(2).padStart(7)} ms` : ''}`;
     const ms = (x: number) => x.toFixed(1).padStart(8);
+    const delay = (d: LoopDelay) => `${d.p50}/${d.p99}/${d.max}`;
     const tailRow = (name: string, t: { p50: number; p99: number; p999: number; max: number }) =>
       `  ${name.padEnd(22)} p50 ${ms(t.p50)}   p99 ${ms(t.p99)}   p99.9 ${ms(t.p999)}   max ${ms(t.max)}`;
     const lines = [
@@ -425,6 +450,7 @@ try {
           ? Object.entries(l.parley.stages).map(([stage, t]) => tailRow(`  ${stage}`, t))
           : []),
         `  CPU µs per delivery: Parley ${JSON.stringify(l.cpuPerDeliveryUs.parley)}, raw ${JSON.stringify(l.cpuPerDeliveryUs.raw)} (load ${l.loadAverage.toFixed(1)})`,
+        `  event-loop delay p50/p99/max ms: Parley agents ${delay(l.eventLoopDelayMs.parley.agents)}, services ${delay(l.eventLoopDelayMs.parley.services)}; raw clients ${delay(l.eventLoopDelayMs.raw.clients)}`,
       ]),
       '',
       `idle: ${idleCost.agents} connected agents ${idleCost.percentOfCore}% of one core (services + nats-server; target ≤ 2%), of which ${idleCost.nobodyConnectedPercentOfCore}% with nobody connected`,

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 
 /** p50/p95/p99 of a list of numbers (milliseconds), rounded to 0.01. */
 export function percentiles(values: number[]): { p50: number; p95: number; p99: number } {
@@ -141,4 +142,50 @@ export async function profiled<T>(dir: string | undefined, name: string, fn: () 
     await writeFile(`${dir}/${name}.cpuprofile`, JSON.stringify(profile));
     session.disconnect();
   }
+}
+
+/** How late a process's event loop ran its timers: p50/p99/max, ms past the sampling interval. */
+export interface LoopDelay {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+const LOOP_SAMPLE_MS = 10;
+
+/**
+ * This process's event-loop delay while `fn` runs (`monitorEventLoopDelay`, a timer every 10 ms): a
+ * message that reached the socket waits at least this long before its callback runs.
+ */
+export async function loopDelayDuring<T>(fn: () => Promise<T>): Promise<{ result: T; delay: LoopDelay }> {
+  const h = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
+  h.enable();
+  try {
+    const result = await fn();
+    return { result, delay: pastInterval(h.percentile(50), h.percentile(99), h.max, LOOP_SAMPLE_MS) };
+  } finally {
+    h.disable();
+  }
+}
+
+/** Histogram figures (ns, the whole interval between two samples) as delays past the interval, ms. */
+function pastInterval(p50Ns: number, p99Ns: number, maxNs: number, intervalMs: number): LoopDelay {
+  const ms = (ns: number) => Math.max(0, Math.round((ns / 1e6 - intervalMs) * 10) / 10);
+  return { p50: ms(p50Ns), p99: ms(p99Ns), max: ms(maxNs) };
+}
+
+/**
+ * The event-loop delay of a Parley services process since its `/metrics` were last read, from
+ * prom-client's `nodejs_eventloop_lag_*` (sampled every 100 ms; reading them starts a new window).
+ */
+export async function servicesLoopDelay(metricsUrl: string): Promise<LoopDelay> {
+  const text = await (await fetch(metricsUrl)).text();
+  const seconds = (name: string) =>
+    Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1]);
+  return pastInterval(
+    seconds('nodejs_eventloop_lag_p50_seconds') * 1e9,
+    seconds('nodejs_eventloop_lag_p99_seconds') * 1e9,
+    seconds('nodejs_eventloop_lag_max_seconds') * 1e9,
+    100,
+  );
 }
