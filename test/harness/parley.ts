@@ -34,8 +34,8 @@ export interface TestParley extends Standalone {
   participant(kind?: 'agent' | 'user'): Promise<{ id: string; creds: string }>;
   /** Connects a participant with the SDK (closed by `destroy`). */
   connect(creds: string, options?: Omit<AgentOptions, 'creds' | 'servers'>): Promise<Agent>;
-  /** Creds of a Parley service (full access), for inspecting streams in tests. */
-  serviceCreds(name?: string): Promise<string>;
+  /** Creds of a Parley service (full access, less the subjects `deny.pub` names). */
+  serviceCreds(name?: string, deny?: { pub?: string[] }): Promise<string>;
   /** The 3-node cluster the services run against (cluster mode only): kill -9 and restart nodes. */
   cluster?: TestServer;
   /** Stops everything and removes the home directory. */
@@ -115,7 +115,8 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     });
     const running = parley;
     const keys = running.home.keys;
-    const serviceCreds = async (name = 'test') => (await mintServiceCreds(keys, name)).creds;
+    const serviceCreds = async (name = 'test', deny: { pub?: string[] } = {}) =>
+      (await mintServiceCreds(keys, name, deny)).creds;
     const servers = running.natsUrl.split(',');
     const adminId = running.home.state.admin.id;
     const admin = await natsConnect({

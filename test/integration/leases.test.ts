@@ -94,6 +94,29 @@ describe('fan-out leases', () => {
     await a.stop();
   });
 
+  it('a partition handed off goes to another live replica and is not taken back meanwhile; alone, it is kept', async () => {
+    const kv = await new Kvm(nc).create('leases_handoff', { ttl: 1_500, history: 1 });
+    const a = replica(kv, 'a');
+    await a.start();
+    const b = replica(kv, 'b');
+    try {
+      const p = a.held()[0] as number;
+      assert.equal(await a.handOff(p, 60_000), false, 'no other replica: kept');
+      assert.ok(a.held().includes(p));
+      await b.start();
+      await waitFor(() => a.held().length === 8 && b.held().length === 8, 'an 8/8 split', 10_000);
+      const mine = a.held()[0] as number;
+      assert.equal(await a.handOff(mine, 60_000), true);
+      await waitFor(() => b.held().includes(mine), 'the other replica taking it', 10_000);
+      // Balanced again, without the partition coming back: a took one of b's others instead.
+      await waitFor(() => a.held().length === 8 && b.held().length === 8, 'an 8/8 split again', 10_000);
+      assert.ok(!a.held().includes(mine) && b.held().includes(mine));
+      assert.equal(new Set([...a.held(), ...b.held()]).size, 16, 'no partition held twice');
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
   it('the survivor takes a dead replica’s partitions within two TTLs', async () => {
     // A replica killed -9 renews nothing more: its leases lapse after one TTL, its replica key is
     // judged gone after 1.5 TTLs (live-keys.ts), and the survivor's next balance (every half TTL) takes them.

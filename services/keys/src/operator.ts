@@ -209,12 +209,17 @@ export interface MintedCreds {
 
 /**
  * Mints the creds of a Parley service (`svc_<name>`), signed by the unscoped service key: full access
- * within the PARLEY account.
+ * within the PARLEY account, less what `deny` names (subjects it may not publish to).
  */
-export async function mintServiceCreds(m: KeyMaterial, name: string): Promise<MintedCreds> {
+export async function mintServiceCreds(
+  m: KeyMaterial,
+  name: string,
+  deny: { pub?: string[] } = {},
+): Promise<MintedCreds> {
   const id = isServiceId(name) ? name : serviceId(name);
   const user = nativeCreateUser();
-  const jwt = await encodeUser(id, user, pub(m.accountSeed), {}, { signer: kp(m.serviceSigningSeed) });
+  const limits = deny.pub?.length ? { pub: { deny: deny.pub } } : {};
+  const jwt = await encodeUser(id, user, pub(m.accountSeed), limits, { signer: kp(m.serviceSigningSeed) });
   return { creds: dec.decode(fmtCreds(jwt, user)), userPublicKey: user.getPublicKey() };
 }
 

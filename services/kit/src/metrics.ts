@@ -20,6 +20,7 @@ export const metricNames = {
   fanoutLagMessages: 'parley_fanout_lag_messages',
   fanoutLagSeconds: 'parley_fanout_lag_seconds',
   fanoutUnheld: 'parley_fanout_unheld_partitions',
+  fanoutStuck: 'parley_fanout_stuck_partitions',
   inboxBacklogTop: 'parley_inbox_backlog_messages',
   inboxBacklogParticipants: 'parley_inbox_backlog_participants',
   inboxBacklogTotal: 'parley_inbox_backlog_total_messages',
@@ -78,6 +79,8 @@ export interface ParleyMetrics {
   setFanoutLag(partition: number, lag: { messages: number; seconds?: number }): void;
   /** Partitions with entries waiting and no live lease holder (should be 0; a replica takes them). */
   setFanoutUnheld(partitions: number): void;
+  /** Partitions held by this replica whose worker has not delivered for a while (see the fan-out). */
+  setFanoutStuck(partitions: number): void;
   /**
    * Replaces the inbox backlog picture with `backlogs` (participant id → unacknowledged messages,
    * e.g. from each inbox consumer's `num_pending + num_ack_pending`). Exported as: the top-N
@@ -154,6 +157,11 @@ export function createMetrics(options: CreateMetricsOptions = {}): ParleyMetrics
     help: 'Fan-out partitions with room-log entries waiting and no live lease holder.',
     registers,
   });
+  const stuck = new Gauge({
+    name: metricNames.fanoutStuck,
+    help: 'Fan-out partitions held by this replica whose worker has had no working subscription for PARLEY_FANOUT_STUCK_MS.',
+    registers,
+  });
   const backlogTop = new Gauge({
     name: metricNames.inboxBacklogTop,
     help: `Unacknowledged inbox messages of the ${topN} participants with the largest backlog (bounded: only those get a series).`,
@@ -213,6 +221,9 @@ export function createMetrics(options: CreateMetricsOptions = {}): ParleyMetrics
     },
     setFanoutUnheld(partitions) {
       unheld.set(partitions);
+    },
+    setFanoutStuck(partitions) {
+      stuck.set(partitions);
     },
     recordInboxBacklog(backlogs) {
       const all = [...backlogs];

@@ -31,6 +31,15 @@ export const RoomsEnv = z.object({
     .max(1_000)
     .default(100)
     .describe('Most room messages the fan-out handles per batch (publish all, await all, ack). @default 100'),
+  PARLEY_FANOUT_STUCK_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(3_600_000)
+    .default(30_000)
+    .describe(
+      'A fan-out partition whose worker has had no working subscription this long is stuck: /healthz fails (check fanout), and it is handed off to another live replica. @default 30000',
+    ),
   PARLEY_FANOUT_CONNECTIONS: z.coerce
     .number()
     .int()

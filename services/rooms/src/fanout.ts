@@ -94,6 +94,12 @@ export interface FanoutOptions {
   replicaId: string;
   leaseTtlMs: number;
   batchSize: number;
+  /**
+   * A worker that has not had a working subscription for this long is stuck: `/healthz` says so,
+   * and when the replica's other workers deliver and another replica is alive, the partition is
+   * handed off to it. @default 30000
+   */
+  stuckAfterMs?: number;
   log: Logger;
   /** Sees every entry of the owned partitions, in log order (the runaway detector). */
   observe?: ((entry: ObservedEntry) => void) | undefined;
@@ -278,6 +284,12 @@ export function createFanout(o: FanoutOptions) {
   const views = new LRUCache<string, RoomView>({ max: 50_000 });
   const cursors = new LRUCache<string, Cursor>({ max: 200_000 });
   const workers = new Map<number, ReturnType<typeof startWorker>>();
+  const stuckAfterMs = o.stuckAfterMs ?? 30_000;
+  /** The partitions held here whose worker is stuck. */
+  const stuckPartitions = () => [...workers].filter(([, w]) => w.stuck()).map(([p]) => p);
+  const stuckChanged = () => o.metrics?.setFanoutStuck(stuckPartitions().length);
+  /** How many workers here have a working subscription. */
+  const delivering = () => [...workers.values()].filter((w) => w.delivering()).length;
 
   const deliverSubject = (p: number) =>
     subjects.fanoutDeliver(serviceId('rooms'), p, replicaToken(o.replicaId));
@@ -1042,6 +1054,10 @@ export function createFanout(o: FanoutOptions) {
     // Set when the worker started over or its connection came back, until a batch is stored: its
     // first attempt then waits as briefly as the probe (see handleWithRetry).
     let recovering = false;
+    // Since when the worker has had no working subscription (it failed, and keeps failing), and
+    // whether that was reported as stuck (see FanoutOptions.stuckAfterMs).
+    let failingSince: number | undefined;
+    let stuck = false;
 
     /**
      * Whether the room log no longer holds `point` (see {@link logWentBack}), asked with the probe's
@@ -1269,6 +1285,12 @@ export function createFanout(o: FanoutOptions) {
           });
           messages = current;
           live = sub;
+          if (stuck) {
+            plog.info({ ms: Date.now() - (failingSince ?? 0) }, 'fan-out partition delivering again');
+            stuck = false;
+            stuckChanged();
+          }
+          failingSince = undefined;
           // After starting over, whether the consumer pushes now, without waiting for two missed
           // heartbeats: after a whole-cluster restart a 3-node partition consumer pushed nothing for
           // two subscriptions in a row, each found only 2.6 s after it was made.
@@ -1405,6 +1427,23 @@ export function createFanout(o: FanoutOptions) {
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
           restartedFor = (err as Error).message;
           failedAt = Date.now();
+          failingSince ??= failedAt;
+          if (failedAt - failingSince >= stuckAfterMs) {
+            if (!stuck) {
+              stuck = true;
+              stuckChanged();
+              plog.error(
+                { ms: failedAt - failingSince, err: restartedFor },
+                'fan-out partition held here but not delivering: its worker keeps failing',
+              );
+            }
+            // Seen in the chaos test (nats-server 2.9.10, after a node's kill -9): one replica's
+            // reads of two partition consumers answered "JetStream system temporarily unavailable"
+            // for over 30 s while its other partitions delivered and the consumers answered other
+            // connections. Worked from elsewhere, the partition delivers; an outage, where every
+            // worker here fails, is waited out instead.
+            if (delivering() > 0 && (await leases.handOff(p, stuckAfterMs))) break;
+          }
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
           cursors.clear();
           views.clear();
@@ -1444,6 +1483,10 @@ export function createFanout(o: FanoutOptions) {
     };
     const done = run();
     return {
+      /** Whether the worker is stuck (see FanoutOptions.stuckAfterMs). */
+      stuck: () => stuck,
+      /** Whether the worker has a working subscription. */
+      delivering: () => live !== undefined,
       /** The connection came back: see `recheck`. */
       reconnected: () => {
         recovering = true;
@@ -1502,6 +1545,7 @@ export function createFanout(o: FanoutOptions) {
       async released(p) {
         const w = workers.get(p);
         workers.delete(p);
+        if (w?.stuck()) stuckChanged();
         await w?.stop();
       },
     },
@@ -1561,5 +1605,7 @@ export function createFanout(o: FanoutOptions) {
     owned: () => leases.held(),
     /** Partitions with entries waiting and no live holder at the last balance (should be none). */
     unheld: () => [...unheld],
+    /** Partitions held here whose worker has not delivered for `stuckAfterMs` (should be none). */
+    stuck: () => stuckPartitions().sort((a, b) => a - b),
   };
 }

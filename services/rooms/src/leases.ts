@@ -82,6 +82,8 @@ export function createLeaseManager(o: LeaseManagerOptions) {
   const stopping = new Set<Promise<void>>();
   /** Partitions whose worker is being stopped: not to be taken again until it stopped. */
   const releasing = new Set<number>();
+  /** Partitions handed off (see `handOff`): not taken again here until then (ms since the epoch). */
+  const avoided = new Map<number, number>();
   const value = JSON.stringify({ replica: o.replicaId });
   /** The loops' next steps (one per loop: a step schedules the next when it ends). */
   const timers = new Set<NodeJS.Timeout>();
@@ -328,7 +330,10 @@ export function createLeaseManager(o: LeaseManagerOptions) {
       // more frequent than that, and a handover in progress leaves a partition free for a moment).
       const since = freeSince.get(p) ?? now;
       const orphan = holder === undefined && now - since >= o.ttlMs;
-      if (held.size < fair || holder === o.replicaId || orphan) {
+      // Handed off from here (see `handOff`): left to the others until its time is up.
+      const handedOff = (avoided.get(p) ?? 0) > now;
+      if (!handedOff) avoided.delete(p);
+      if (!handedOff && (held.size < fair || holder === o.replicaId || orphan)) {
         if (orphan && held.size >= fair) log.warn({ partition: p, fair }, 'taking a partition nobody holds');
         if (await take(p, holder)) continue;
       }
@@ -412,5 +417,19 @@ export function createLeaseManager(o: LeaseManagerOptions) {
       await o.kv.delete(`replica.${o.replicaId}`).catch(() => undefined);
     },
     held: () => [...held.keys()].sort((a, b) => a - b),
+    /**
+     * Gives `partition` back so that another live replica takes it, and takes it again here only
+     * after `avoidMs`: for a worker that cannot work it from here while others can (see the fan-out's
+     * stuck partitions). False, changing nothing, when no other replica is alive to take it.
+     */
+    async handOff(partition: number, avoidMs: number): Promise<boolean> {
+      if (!held.has(partition)) return false;
+      const others = [...(await liveReplicas())].filter((r) => r !== o.replicaId);
+      if (others.length === 0) return false;
+      avoided.set(partition, Date.now() + avoidMs);
+      log.warn({ partition, avoidMs, others }, 'handing a partition off to another replica');
+      release(partition, true);
+      return true;
+    },
   };
 }

@@ -59,9 +59,11 @@ export interface RoomsDeps extends ServiceTelemetry, ServiceResponder {
 }
 
 /** The rooms service: room lifecycle and membership, the ingress and the fan-out. */
-export function createRoomsService(
-  deps: RoomsDeps,
-): ParleyService & { ownedPartitions(): number[]; unheldPartitions(): number[] } {
+export function createRoomsService(deps: RoomsDeps): ParleyService & {
+  ownedPartitions(): number[];
+  unheldPartitions(): number[];
+  stuckPartitions(): number[];
+} {
   const { config } = deps;
   const log = deps.log.child({ component: 'rooms' });
   let micro: MicroService | undefined;
@@ -269,6 +271,7 @@ export function createRoomsService(
           partitions: config.PARLEY_PARTITIONS,
           replicaId: config.PARLEY_REPLICA_ID,
           leaseTtlMs: config.PARLEY_LEASE_TTL_MS,
+          stuckAfterMs: config.PARLEY_FANOUT_STUCK_MS,
           batchSize: config.PARLEY_FANOUT_BATCH,
           log,
           ...(config.PARLEY_RUNAWAY_MESSAGES > 0
@@ -316,8 +319,9 @@ export function createRoomsService(
     },
     ready: () => started,
     // Every partition with entries waiting has a live holder (any replica's view of the leases).
-    checks: { fanout: () => (fanout?.unheld().length ?? 0) === 0 },
+    checks: { fanout: () => (fanout?.unheld().length ?? 0) === 0 && (fanout?.stuck().length ?? 0) === 0 },
     ownedPartitions: () => fanout?.owned() ?? [],
     unheldPartitions: () => fanout?.unheld() ?? [],
+    stuckPartitions: () => fanout?.stuck() ?? [],
   };
 }

@@ -1,0 +1,130 @@
+/**
+ * A fan-out partition its holder cannot work while its other partitions deliver (seen in the chaos
+ * test: one replica's reads of a partition consumer refused for over 30 s by nats-server 2.9.10): the
+ * holder reports it stuck (`/healthz`, its log), keeps it while no other replica is alive, and hands
+ * it off to one that is; the room's messages then arrive.
+ */
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Kvm } from '@nats-io/kv';
+import { buckets, partitionOf, streams } from '@parley/contracts';
+import type { Delivery } from '@parley/sdk';
+import {
+  connectService,
+  type ServiceProcess,
+  startParley,
+  startServiceProcess,
+  type TestParley,
+  waitFor,
+} from '@parley/test/harness';
+
+const PARTITIONS = 16;
+const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+
+/** The partition a lease manager takes first (mirrors its offset in services/rooms/src/leases.ts). */
+function firstPartitionOf(replicaId: string): number {
+  let offset = 0;
+  for (const ch of replicaId) offset = (offset * 31 + ch.charCodeAt(0)) % PARTITIONS;
+  return offset;
+}
+
+describe('fan-out: a partition stuck on one replica', () => {
+  let parley: TestParley;
+  const replicas: ServiceProcess[] = [];
+  before(async () => {
+    // The in-process rooms service serves the ingress; the fan-out runs in the replicas below.
+    parley = await startParley({ backbone: { leaseTtlMs: 1_500 }, rooms: { PARLEY_FANOUT: false } });
+  });
+  after(async () => {
+    await Promise.allSettled(replicas.map((r) => r.kill9()));
+    await parley?.destroy();
+  });
+
+  const startReplica = async (id: string, creds: string) => {
+    const file = join(parley.home.paths.credsDir, `${id}.creds`);
+    await writeFile(file, creds, { mode: 0o600 });
+    const replica = await startServiceProcess('rooms', {
+      NATS_URL: parley.natsUrl,
+      NATS_CREDS: file,
+      PARLEY_INGRESS: 'false',
+      PARLEY_REPLICA_ID: id,
+      PARLEY_LEASE_TTL_MS: '1500',
+      PARLEY_FANOUT_STUCK_MS: '4000',
+      LOG_LEVEL: 'info',
+    });
+    replicas.push(replica);
+    return replica;
+  };
+  const health = async (r: ServiceProcess) => {
+    const res = await fetch(r.healthUrl);
+    return { status: res.status, body: await res.text() };
+  };
+
+  it('is reported stuck, kept while alone, and handed off to another replica, which delivers it', async () => {
+    const s = await parley.participant();
+    const r = await parley.participant();
+    const sender = await parley.connect(s.creds);
+    const receiver = await parley.connect(r.creds);
+    const got: string[] = [];
+    receiver.on('message', (d) => {
+      got.push(text(d));
+    });
+    await receiver.listening;
+    const room = await sender.rooms.create('stuck', { members: [r.id] });
+    const p = partitionOf(room.id, PARTITIONS);
+    // A replica whose first eight partitions (the ones it gives back when a second replica joins)
+    // leave out p: only the hand-off can move p.
+    const id = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j']
+      .map((x) => `replica-${x}`)
+      .find((x) => (p - firstPartitionOf(x) + PARTITIONS) % PARTITIONS >= PARTITIONS / 2);
+    assert.ok(id, 'a replica id that holds on to the partition when a second replica joins');
+    // Replica A may not read or make the partition's consumer: a real refusal by nats-server, for
+    // that partition only.
+    const consumer = `fanout_${p}`;
+    const a = await startReplica(
+      id,
+      await parley.serviceCreds('rooms', {
+        pub: [
+          `$JS.API.CONSUMER.*.${streams.rooms}.${consumer}`,
+          `$JS.API.CONSUMER.*.${streams.rooms}.${consumer}.>`,
+          `$JS.API.CONSUMER.*.*.${streams.rooms}.${consumer}`,
+        ],
+      }),
+    );
+    await sender.rooms.room(room.id).send('while stuck');
+    // Stuck after 4 s: /healthz fails on the fan-out check, and the log names the partition.
+    await waitFor(
+      async () => (await health(a)).status === 503,
+      () => `replica A's /healthz to fail (output: ${a.output().slice(-2_000)})`,
+      20_000,
+    );
+    assert.match((await health(a)).body, /fanout/);
+    assert.match(a.output(), new RegExp(`"partition":${p}[^\\n]*held here but not delivering`));
+    // Alone, it keeps the partition: nobody else could take it.
+    const nc = await connectService(parley);
+    try {
+      const leases = await new Kvm(nc).open(buckets.leases);
+      const holder = async () => (await leases.get(`fanout.${p}`))?.json<{ replica: string }>().replica;
+      assert.equal(await holder(), id);
+      assert.equal(got.length, 0, 'nothing delivered from the stuck partition');
+
+      const b = await startReplica('replica-z', await parley.serviceCreds('rooms'));
+      await waitFor(() => got.includes('while stuck'), 'the message sent while stuck', 30_000);
+      assert.equal(await holder(), 'replica-z');
+      assert.match(a.output(), new RegExp(`"partition":${p}[^\\n]*handing a partition off`));
+      await sender.rooms.room(room.id).send('after the hand-off');
+      await waitFor(() => got.includes('after the hand-off'), 'the next message', 15_000);
+      assert.deepEqual(got, ['while stuck', 'after the hand-off']);
+      // Neither replica holds a stuck partition any more.
+      await waitFor(
+        async () => (await health(a)).status === 200 && (await health(b)).status === 200,
+        'both replicas healthy',
+        15_000,
+      );
+    } finally {
+      await nc.close();
+    }
+  });
+});
