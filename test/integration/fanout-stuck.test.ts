@@ -14,6 +14,7 @@ import type { Delivery } from '@parley/sdk';
 import {
   connectService,
   type ServiceProcess,
+  senderAndReceiver,
   startParley,
   startServiceProcess,
   type TestParley,
@@ -63,16 +64,8 @@ describe('fan-out: a partition stuck on one replica', () => {
   };
 
   it('is reported stuck, kept while alone, and handed off to another replica, which delivers it', async () => {
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const receiver = await parley.connect(r.creds);
-    const got: string[] = [];
-    receiver.on('message', (d) => {
-      got.push(text(d));
-    });
-    await receiver.listening;
-    const room = await sender.rooms.create('stuck', { members: [r.id] });
+    const { room, handled } = await senderAndReceiver(parley, 'stuck');
+    const got = () => handled.map(text);
     const p = partitionOf(room.id, PARTITIONS);
     // A replica whose first eight partitions (the ones it gives back when a second replica joins)
     // leave out p: only the hand-off can move p.
@@ -93,7 +86,7 @@ describe('fan-out: a partition stuck on one replica', () => {
         ],
       }),
     );
-    await sender.rooms.room(room.id).send('while stuck');
+    await room.send('while stuck');
     // Stuck after 4 s: /healthz fails on the fan-out check, and the log names the partition.
     await waitFor(
       async () => (await health(a)).status === 503,
@@ -108,15 +101,15 @@ describe('fan-out: a partition stuck on one replica', () => {
       const leases = await new Kvm(nc).open(buckets.leases);
       const holder = async () => (await leases.get(`fanout.${p}`))?.json<{ replica: string }>().replica;
       assert.equal(await holder(), id);
-      assert.equal(got.length, 0, 'nothing delivered from the stuck partition');
+      assert.equal(handled.length, 0, 'nothing delivered from the stuck partition');
 
       const b = await startReplica('replica-z', await parley.serviceCreds('rooms'));
-      await waitFor(() => got.includes('while stuck'), 'the message sent while stuck', 30_000);
+      await waitFor(() => got().includes('while stuck'), 'the message sent while stuck', 30_000);
       assert.equal(await holder(), 'replica-z');
       assert.match(a.output(), new RegExp(`"partition":${p}[^\\n]*handing a partition off`));
-      await sender.rooms.room(room.id).send('after the hand-off');
-      await waitFor(() => got.includes('after the hand-off'), 'the next message', 15_000);
-      assert.deepEqual(got, ['while stuck', 'after the hand-off']);
+      await room.send('after the hand-off');
+      await waitFor(() => got().includes('after the hand-off'), 'the next message', 15_000);
+      assert.deepEqual(got(), ['while stuck', 'after the hand-off']);
       // Neither replica holds a stuck partition any more.
       await waitFor(
         async () => (await health(a)).status === 200 && (await health(b)).status === 200,
