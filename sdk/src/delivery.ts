@@ -228,8 +228,14 @@ export interface InboxSource {
   attach(): Promise<void>;
 }
 
+/** An inbox message in a lane, with when it reached this process (see {@link Delivery.receivedAt}). */
+interface Arrived {
+  m: JsMsg;
+  receivedAt: number;
+}
+
 interface Lane {
-  queue: JsMsg[];
+  queue: Arrived[];
   /** The lane's handling, while it runs (one at a time per lane). */
   running?: Promise<void> | undefined;
   /** Inbox sequence of a nak'ed message this lane waits for. */
@@ -240,8 +246,6 @@ const SEEN_CAPACITY = 20_000;
 /** How long a failing backfill is tried again in place before its message is nak'ed. */
 const BACKFILL_RETRY_MS = 60_000;
 const decoder = new TextDecoder();
-/** When each inbox message reached this process (see {@link Delivery.receivedAt}). */
-const receivedAt = new WeakMap<JsMsg, number>();
 
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
 interface Queued {
@@ -351,7 +355,7 @@ export class DeliveryEngine {
     // Held and running messages must not time out: tell the server we are working on them.
     this.#keepalive = setInterval(
       () => {
-        for (const lane of this.#lanes.values()) for (const m of lane.queue) m.working();
+        for (const lane of this.#lanes.values()) for (const a of lane.queue) a.m.working();
         for (const q of [...this.#ready, ...(this.#claimed ?? [])]) q.msg?.working();
       },
       Math.max(500, Math.floor(ackWaitMs / 3)),
@@ -477,7 +481,6 @@ export class DeliveryEngine {
   }
 
   #arrive(m: JsMsg): void {
-    receivedAt.set(m, Date.now());
     if (this.#closed) {
       // Pull mode hands nothing out any more: a successor gets it at once instead of after the ack wait.
       if (this.options.mode === 'pull') m.nak();
@@ -493,18 +496,19 @@ export class DeliveryEngine {
       this.#lanes.set(key, lane);
     }
     // Keep the lane ordered by inbox sequence; a redelivery replaces a copy we still hold.
+    const a: Arrived = { m, receivedAt: Date.now() };
     const q = lane.queue;
     const last = q.at(-1);
-    if (!last || last.seq < m.seq) {
+    if (!last || last.m.seq < m.seq) {
       // The usual case: in order.
-      q.push(m);
+      q.push(a);
       this.#pump(lane);
       return;
     }
-    const i = q.findIndex((x) => x.seq >= m.seq);
-    if (i === -1) q.push(m);
-    else if (q[i]?.seq === m.seq) q[i] = m;
-    else q.splice(i, 0, m);
+    const i = q.findIndex((x) => x.m.seq >= m.seq);
+    if (i === -1) q.push(a);
+    else if (q[i]?.m.seq === m.seq) q[i] = a;
+    else q.splice(i, 0, a);
     this.#pump(lane);
   }
 
@@ -526,9 +530,9 @@ export class DeliveryEngine {
   /** Handles the lane's messages in order until it is empty or must wait. */
   async #drain(lane: Lane): Promise<void> {
     try {
-      for (let m = this.#next(lane); m; m = this.#next(lane)) {
+      for (let a = this.#next(lane); a; a = this.#next(lane)) {
         try {
-          await this.#process(m, lane);
+          await this.#process(a, lane);
         } catch (err) {
           this.#fail(err, 'delivery');
         }
@@ -539,7 +543,7 @@ export class DeliveryEngine {
   }
 
   /** The lane's next message to handle, if it may be handled now. */
-  #next(lane: Lane): JsMsg | undefined {
+  #next(lane: Lane): Arrived | undefined {
     if (this.#recovering || this.#closed) return undefined;
     const head = lane.queue[0];
     if (!head) return undefined;
@@ -548,19 +552,19 @@ export class DeliveryEngine {
       // redelivery of what was lost in transit (the connection dropped with it, e.g. a nats-server
       // kill -9). Waiting for the nak'ed one with an older one at the head stalled the lane for
       // good: the nak'ed redelivery queues behind the older one (issue 12's 3-node stall).
-      if (head.seq > lane.waiting) return undefined;
-      if (head.seq === lane.waiting) lane.waiting = undefined;
+      if (head.m.seq > lane.waiting) return undefined;
+      if (head.m.seq === lane.waiting) lane.waiting = undefined;
     }
     return head;
   }
 
-  async #process(m: JsMsg, lane: Lane): Promise<void> {
+  async #process({ m, receivedAt }: Arrived, lane: Lane): Promise<void> {
     const id = headerOf(m.headers, headerNames.messageId) ?? `${m.seq}`;
     const room = roomOf(m.subject);
     const roomSeq = Number(headerOf(m.headers, headerNames.roomSeq)) || 0;
     const prev = Number(headerOf(m.headers, headerNames.prevSeq)) || 0;
     const unqueue = () => {
-      const i = lane.queue.findIndex((x) => x.seq === m.seq);
+      const i = lane.queue.findIndex((x) => x.m.seq === m.seq);
       if (i >= 0) lane.queue.splice(i, 1);
     };
     const done = () => {
@@ -622,7 +626,7 @@ export class DeliveryEngine {
         ...(gap ? { gap } : {}),
         ...(rewound ? { rewound } : {}),
         inboxedAt: Math.round(m.info.timestampNanos / 1e6),
-        receivedAt: receivedAt.get(m) ?? Date.now(),
+        receivedAt,
       };
       if (this.options.mode === 'pull') {
         unqueue();
