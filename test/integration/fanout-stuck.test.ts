@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Kvm } from '@nats-io/kv';
 import { buckets, partitionOf, streams } from '@parley/contracts';
+import { firstPartition } from '@parley/rooms/internal';
 import type { Delivery } from '@parley/sdk';
 import {
   connectService,
@@ -23,13 +24,6 @@ import {
 
 const PARTITIONS = 16;
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-
-/** The partition a lease manager takes first (mirrors its offset in services/rooms/src/leases.ts). */
-function firstPartitionOf(replicaId: string): number {
-  let offset = 0;
-  for (const ch of replicaId) offset = (offset * 31 + ch.charCodeAt(0)) % PARTITIONS;
-  return offset;
-}
 
 describe('fan-out: a partition stuck on one replica', () => {
   let parley: TestParley;
@@ -71,7 +65,7 @@ describe('fan-out: a partition stuck on one replica', () => {
     // leave out p: only the hand-off can move p.
     const id = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j']
       .map((x) => `replica-${x}`)
-      .find((x) => (p - firstPartitionOf(x) + PARTITIONS) % PARTITIONS >= PARTITIONS / 2);
+      .find((x) => (p - firstPartition(x, PARTITIONS) + PARTITIONS) % PARTITIONS >= PARTITIONS / 2);
     assert.ok(id, 'a replica id that holds on to the partition when a second replica joins');
     // Replica A may not read or make the partition's consumer: a real refusal by nats-server, for
     // that partition only.

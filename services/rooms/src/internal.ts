@@ -10,6 +10,6 @@ export { rateLimitGuard } from './guards/rate-limit.js';
 export { roomPausedGuard } from './guards/room-paused.js';
 export { TokenBuckets } from './guards/token-bucket.js';
 export type { GuardedSend, SendGuard } from './ingress.js';
-export { createLeaseManager } from './leases.js';
+export { createLeaseManager, firstPartition } from './leases.js';
 export { createParticipantDirectory } from './participants.js';
 export { createRunawayDetector } from './runaway.js';

@@ -40,6 +40,16 @@ function holderOf(e: KvEntry): string {
   }
 }
 
+/**
+ * The partition a replica looks at first when it takes partitions (the others follow in order): an
+ * offset of its own, so that replicas do not all race for partition 0.
+ */
+export function firstPartition(replicaId: string, partitions: number): number {
+  let offset = 0;
+  for (const ch of replicaId) offset = (offset * 31 + ch.charCodeAt(0)) % partitions;
+  return offset;
+}
+
 /** What a lease manager drives. */
 export interface LeaseCallbacks {
   /** This replica acquired `partition`: start working on it. */
@@ -316,9 +326,7 @@ export function createLeaseManager(o: LeaseManagerOptions) {
         release(p, true);
       }
     }
-    // Start at a replica-specific offset so replicas do not all race for partition 0.
-    let offset = 0;
-    for (const ch of o.replicaId) offset = (offset * 31 + ch.charCodeAt(0)) % o.partitions;
+    const offset = firstPartition(o.replicaId, o.partitions);
     const now = Date.now();
     const free = new Map<number, number>();
     for (let i = 0; i < o.partitions && running; i++) {
