@@ -2,7 +2,8 @@
  * A fan-out partition its holder cannot work while its other partitions deliver (seen in the chaos
  * test: one replica's reads of a partition consumer refused for over 30 s by nats-server 2.9.10): the
  * holder reports it stuck (`/healthz`, its log), keeps it while no other replica is alive, and hands
- * it off to one that is; the room's messages then arrive.
+ * it off to one that is; the room's messages then arrive. While the backbone is away (an outage), a
+ * stuck partition does not fail `/healthz`: the liveness probe must not restart replicas into it.
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -56,6 +57,36 @@ describe('fan-out: a partition stuck on one replica', () => {
     const res = await fetch(r.healthUrl);
     return { status: res.status, body: await res.text() };
   };
+  /**
+   * A replica that may not read or make partition p's consumer: a real refusal by nats-server, for
+   * that partition only.
+   */
+  const startStuckReplica = async (id: string, p: number) => {
+    const consumer = `fanout_${p}`;
+    return startReplica(
+      id,
+      await parley.serviceCreds('rooms', {
+        pub: [
+          `$JS.API.CONSUMER.*.${streams.rooms}.${consumer}`,
+          `$JS.API.CONSUMER.*.${streams.rooms}.${consumer}.>`,
+          `$JS.API.CONSUMER.*.*.${streams.rooms}.${consumer}`,
+        ],
+      }),
+    );
+  };
+  /** /healthz fails on the fan-out check. */
+  const stuckReported = async (r: ServiceProcess) => {
+    await waitFor(
+      async () => (await health(r)).status === 503,
+      () => `the replica's /healthz to fail (output: ${r.output().slice(-2_000)})`,
+      20_000,
+    );
+    assert.match((await health(r)).body, /"fanout":false/);
+  };
+  const stuckGauge = async (r: ServiceProcess) => {
+    const text = await (await fetch(new URL('/metrics', r.healthUrl))).text();
+    return Number(/^parley_fanout_stuck_partitions (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
+  };
 
   it('is reported stuck, kept while alone, and handed off to another replica, which delivers it', async () => {
     const { room, handled } = await senderAndReceiver(parley, 'stuck');
@@ -67,27 +98,10 @@ describe('fan-out: a partition stuck on one replica', () => {
       .map((x) => `replica-${x}`)
       .find((x) => (p - firstPartition(x, PARTITIONS) + PARTITIONS) % PARTITIONS >= PARTITIONS / 2);
     assert.ok(id, 'a replica id that holds on to the partition when a second replica joins');
-    // Replica A may not read or make the partition's consumer: a real refusal by nats-server, for
-    // that partition only.
-    const consumer = `fanout_${p}`;
-    const a = await startReplica(
-      id,
-      await parley.serviceCreds('rooms', {
-        pub: [
-          `$JS.API.CONSUMER.*.${streams.rooms}.${consumer}`,
-          `$JS.API.CONSUMER.*.${streams.rooms}.${consumer}.>`,
-          `$JS.API.CONSUMER.*.*.${streams.rooms}.${consumer}`,
-        ],
-      }),
-    );
+    const a = await startStuckReplica(id, p);
     await room.send('while stuck');
     // Stuck after 4 s: /healthz fails on the fan-out check, and the log names the partition.
-    await waitFor(
-      async () => (await health(a)).status === 503,
-      () => `replica A's /healthz to fail (output: ${a.output().slice(-2_000)})`,
-      20_000,
-    );
-    assert.match((await health(a)).body, /fanout/);
+    await stuckReported(a);
     assert.match(a.output(), new RegExp(`"partition":${p}[^\\n]*held here but not delivering`));
     // Alone, it keeps the partition: nobody else could take it.
     const nc = await connectService(parley);
@@ -113,5 +127,33 @@ describe('fan-out: a partition stuck on one replica', () => {
     } finally {
       await nc.close();
     }
+  });
+
+  it('does not fail /healthz while the backbone is away, and fails it again when it is back', async () => {
+    for (const r of replicas.splice(0)) await r.kill9();
+    // Alone, the replica takes every partition, and one of them is refused to it.
+    const a = await startStuckReplica('replica-outage', 3);
+    await stuckReported(a);
+    await waitFor(
+      () => /"partition":3[^\n]*"backboneAnswers":true[^\n]*held here but not delivering/.test(a.output()),
+      'the log line that says the backbone answers',
+      5_000,
+    );
+    assert.equal(await stuckGauge(a), 1);
+    await parley.restartNats({
+      whileStopped: async () => {
+        // Its lease renewals fail now: an outage, where a restart would only wait for JetStream.
+        await waitFor(
+          async () => (await health(a)).status === 200,
+          () => `/healthz to pass while nats-server is down (output: ${a.output().slice(-2_000)})`,
+          20_000,
+        );
+        assert.match((await health(a)).body, /"fanout":true/);
+        // (Its other workers may be failing too while nats-server is down.)
+        assert.ok((await stuckGauge(a)) >= 1, 'the gauge still counts the stuck partition');
+      },
+    });
+    // Back: the renewals are answered, and the partition is still refused to this replica.
+    await stuckReported(a);
   });
 });

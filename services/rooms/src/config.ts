@@ -38,7 +38,7 @@ export const RoomsEnv = z.object({
     .max(3_600_000)
     .default(30_000)
     .describe(
-      'A fan-out partition whose worker has had no working subscription this long is stuck: /healthz fails (check fanout), and it is handed off to another live replica. @default 30000',
+      'A fan-out partition whose worker has had no working subscription this long is stuck: /healthz fails (check fanout) while the backbone answers the replica, and the partition is handed off to another live replica. @default 30000',
     ),
   PARLEY_FANOUT_CONNECTIONS: z.coerce
     .number()

@@ -1432,8 +1432,9 @@ export function createFanout(o: FanoutOptions) {
             if (!stuck) {
               stuck = true;
               stuckChanged();
+              // `backboneAnswers: false` is an outage (see `healthy`), not this replica's trouble.
               plog.error(
-                { ms: failedAt - failingSince, err: restartedFor },
+                { ms: failedAt - failingSince, err: restartedFor, backboneAnswers: leases.reachable() },
                 'fan-out partition held here but not delivering: its worker keeps failing',
               );
             }
@@ -1607,5 +1608,13 @@ export function createFanout(o: FanoutOptions) {
     unheld: () => [...unheld],
     /** Partitions held here whose worker has not delivered for `stuckAfterMs` (should be none). */
     stuck: () => stuckPartitions().sort((a, b) => a - b),
+    /**
+     * The `/healthz` check: no partition unheld, and none stuck here while the backbone answers this
+     * replica's lease renewals. A partition stuck in an outage (the renewals fail too) does not fail
+     * it: a restart does not bring JetStream back, and a replica restarted into an outage waits in
+     * its start, where Kubernetes' back-off can keep it for minutes after JetStream is back. The
+     * gauge and the log still say it is stuck.
+     */
+    healthy: () => unheld.length === 0 && (stuckPartitions().length === 0 || !leases.reachable()),
   };
 }

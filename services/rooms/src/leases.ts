@@ -425,6 +425,8 @@ export function createLeaseManager(o: LeaseManagerOptions) {
       await o.kv.delete(`replica.${o.replicaId}`).catch(() => undefined);
     },
     held: () => [...held.keys()].sort((a, b) => a - b),
+    /** Whether the backbone answered this replica's last renewal (false during an outage). */
+    reachable: () => !unreachable,
     /**
      * Gives `partition` back so that another live replica takes it, and takes it again here only
      * after `avoidMs`: for a worker that cannot work it from here while others can (see the fan-out's

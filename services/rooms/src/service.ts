@@ -319,7 +319,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
     },
     ready: () => started,
     // Every partition with entries waiting has a live holder (any replica's view of the leases).
-    checks: { fanout: () => (fanout?.unheld().length ?? 0) === 0 && (fanout?.stuck().length ?? 0) === 0 },
+    checks: { fanout: () => fanout?.healthy() ?? true },
     ownedPartitions: () => fanout?.owned() ?? [],
     unheldPartitions: () => fanout?.unheld() ?? [],
     stuckPartitions: () => fanout?.stuck() ?? [],
