@@ -318,7 +318,8 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
       deregistrations?.unsubscribe();
     },
     ready: () => started,
-    // Every partition with entries waiting has a live holder (any replica's view of the leases).
+    // Every partition with entries waiting has a live holder (any replica's view of the leases), and
+    // none held here is stuck while the backbone answers (see the fan-out's `healthy`).
     checks: { fanout: () => fanout?.healthy() ?? true },
     ownedPartitions: () => fanout?.owned() ?? [],
     unheldPartitions: () => fanout?.unheld() ?? [],
