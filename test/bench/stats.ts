@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { parsePrometheusText, sampleValue } from '../harness/prometheus.js';
 
 /** p50/p95/p99 of a list of numbers (milliseconds), rounded to 0.01. */
 export function percentiles(values: number[]): { p50: number; p95: number; p99: number } {
@@ -179,9 +180,8 @@ function pastInterval(p50Ns: number, p99Ns: number, maxNs: number, intervalMs: n
  * prom-client's `nodejs_eventloop_lag_*` (sampled every 100 ms; reading them starts a new window).
  */
 export async function servicesLoopDelay(metricsUrl: string): Promise<LoopDelay> {
-  const text = await (await fetch(metricsUrl)).text();
-  const seconds = (name: string) =>
-    Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1]);
+  const metrics = parsePrometheusText(await (await fetch(metricsUrl)).text());
+  const seconds = (name: string) => sampleValue(metrics, name);
   return pastInterval(
     seconds('nodejs_eventloop_lag_p50_seconds') * 1e9,
     seconds('nodejs_eventloop_lag_p99_seconds') * 1e9,

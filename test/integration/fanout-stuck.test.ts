@@ -15,7 +15,9 @@ import { firstPartition } from '@parley/rooms/internal';
 import type { Delivery } from '@parley/sdk';
 import {
   connectService,
+  parsePrometheusText,
   type ServiceProcess,
+  sampleValue,
   senderAndReceiver,
   startParley,
   startServiceProcess,
@@ -83,10 +85,11 @@ describe('fan-out: a partition stuck on one replica', () => {
     );
     assert.match((await health(r)).body, /"fanout":false/);
   };
-  const stuckGauge = async (r: ServiceProcess) => {
-    const text = await (await fetch(new URL('/metrics', r.healthUrl))).text();
-    return Number(/^parley_fanout_stuck_partitions (\d+)$/m.exec(text)?.[1] ?? Number.NaN);
-  };
+  const stuckGauge = async (r: ServiceProcess) =>
+    sampleValue(
+      parsePrometheusText(await (await fetch(new URL('/metrics', r.healthUrl))).text()),
+      'parley_fanout_stuck_partitions',
+    );
 
   it('is reported stuck, kept while alone, and handed off to another replica, which delivers it', async () => {
     const { room, handled } = await senderAndReceiver(parley, 'stuck');

@@ -288,8 +288,8 @@ export function createFanout(o: FanoutOptions) {
   /** The partitions held here whose worker is stuck. */
   const stuckPartitions = () => [...workers].filter(([, w]) => w.stuck()).map(([p]) => p);
   const stuckChanged = () => o.metrics?.setFanoutStuck(stuckPartitions().length);
-  /** How many workers here have a working subscription. */
-  const delivering = () => [...workers.values()].filter((w) => w.delivering()).length;
+  /** Whether any worker here has a working subscription. */
+  const anyDelivering = () => [...workers.values()].some((w) => w.delivering());
 
   const deliverSubject = (p: number) =>
     subjects.fanoutDeliver(serviceId('rooms'), p, replicaToken(o.replicaId));
@@ -1443,7 +1443,7 @@ export function createFanout(o: FanoutOptions) {
             // for over 30 s while its other partitions delivered and the consumers answered other
             // connections. Worked from elsewhere, the partition delivers; an outage, where every
             // worker here fails, is waited out instead.
-            if (delivering() > 0 && (await leases.handOff(p, stuckAfterMs))) break;
+            if (anyDelivering() && (await leases.handOff(p, stuckAfterMs))) break;
           }
           // Forget what may be stale: cursors are re-read from the inboxes on demand.
           cursors.clear();
