@@ -17,7 +17,7 @@ import {
 } from '@parley/contracts';
 import { Approvals } from './approvals.js';
 import { Bindings } from './bindings.js';
-import { type ConnectOptions, connectWithCreds } from './connect.js';
+import { type ConnectOptions, connectWithCreds, drainConnection } from './connect.js';
 import { Contacts } from './contacts.js';
 import {
   type Backfill,
@@ -279,7 +279,7 @@ export class Agent {
     await this.presence.stop();
     this.tools.close();
     await this.#engine?.close();
-    if (this.#ownsConnection && !this.nc.isClosed()) await this.nc.drain();
+    if (this.#ownsConnection) await drainConnection(this.nc);
     this.replies.close();
   }
 }

@@ -197,3 +197,29 @@ async function connectWebSocket(opts: NodeConnectionOptions): Promise<NatsConnec
     },
   } as Parameters<typeof wsconnect>[0]);
 }
+
+/** How long {@link drainConnection} lets a drain take before it closes the connection, ms. */
+export const DRAIN_TIMEOUT_MS = 10_000;
+
+/**
+ * Drains `nc` (what was published goes out, subscriptions end) and resolves once it is closed,
+ * whatever state it was in:
+ * - a drain that fails (the connection dropped under it) closes the connection instead;
+ * - a drain the connection outlives ends with it: nats.js leaves the drain's flush pending forever
+ *   when the connection closes while reconnecting (its creds were revoked, say);
+ * - a drain still waiting after {@link DRAIN_TIMEOUT_MS} (the server is away and the connection
+ *   keeps reconnecting) closes the connection: acknowledgements not yet sent are lost, and those
+ *   deliveries come again on the next connection.
+ */
+export async function drainConnection(nc: NatsConnection, timeoutMs = DRAIN_TIMEOUT_MS): Promise<void> {
+  if (nc.isClosed()) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    nc.drain().catch(() => nc.close()),
+    nc.closed(),
+    new Promise<void>((r) => {
+      timer = setTimeout(() => void nc.close().then(r, r), timeoutMs);
+    }),
+  ]);
+  clearTimeout(timer);
+}

@@ -67,10 +67,10 @@ export class PresenceReporter {
     const wasRunning = this.#timer !== undefined;
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
-    if (wasRunning && !this.#nc.isClosed()) {
+    // Goes out with the connection's next write (an agent's close drains its connection next), not
+    // awaited: a flush while the server is away would wait for it to come back.
+    if (wasRunning && !this.#nc.isClosed())
       this.#nc.publish(this.#subject, encodeJson({ state: 'offline' } satisfies PresenceHeartbeat));
-      await this.#nc.flush().catch(() => undefined);
-    }
   }
 
   #schedule(): void {

@@ -12,7 +12,7 @@
 import { credsAuthenticator, type NatsConnection, connect as natsConnect } from '@nats-io/transport-node';
 import { governanceApi, ParleyError, request, serviceId, subjects } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { type Agent, attach, type DeliveryOptions } from '@parley/sdk';
+import { type Agent, attach, type DeliveryOptions, drainConnection } from '@parley/sdk';
 import { LRUCache } from 'lru-cache';
 
 /** What {@link createPrincipalPool} needs. */
@@ -78,13 +78,13 @@ export function createPrincipalPool(o: PrincipalPoolOptions) {
   function close(entry: Entry): Promise<void> {
     entry.closed ??= (async () => {
       clearTimeout(entry.renew);
-      // A connection the server cut (revoked credentials) reconnects forever and never drains:
-      // give the drain a bounded time, then close outright.
-      const bounded = (p: Promise<unknown>) =>
-        Promise.race([p.catch(() => undefined), new Promise((r) => setTimeout(r, 2_000).unref())]);
-      await bounded(entry.agent.close());
-      if (!entry.nc.isClosed()) await bounded(entry.nc.drain());
-      if (!entry.nc.isClosed()) await entry.nc.close().catch(() => undefined);
+      // The agent's running handlers get a bounded time; a connection the server cut (revoked
+      // credentials) never drains, so the drain is bounded too, then the connection closed.
+      await Promise.race([
+        entry.agent.close().catch(() => undefined),
+        new Promise((r) => setTimeout(r, 2_000).unref()),
+      ]);
+      await drainConnection(entry.nc, 2_000);
     })();
     return entry.closed;
   }

@@ -21,7 +21,7 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { bindingsApi, isParleyError, ParleyError } from '@parley/contracts';
 import type { Logger } from '@parley/kit';
-import { attach } from '@parley/sdk';
+import { attach, drainConnection } from '@parley/sdk';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { type AgentRuntime, openRuntime } from './runtime.js';
 import { type BridgeServer, createBridgeServer } from './server.js';
@@ -93,7 +93,7 @@ export async function registerMcpHttp(app: FastifyInstance, o: McpHttpOptions): 
           return Object.assign(r, {
             close: async () => {
               await close();
-              await nc?.drain().catch(() => undefined);
+              if (nc) await drainConnection(nc);
             },
           });
         },
