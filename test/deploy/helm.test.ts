@@ -367,6 +367,8 @@ for (const variant of Object.keys(valuesFiles) as Variant[]) {
         for (const v of Object.keys(env)) {
           assert.ok(config.known.includes(v) || isExternallyRead(v), `${name}: ${v} is read by something`);
         }
+        // A stop that hangs gives up (and logs what hung) before the kubelet's SIGKILL.
+        assert.equal(Number(env.PARLEY_STOP_TIMEOUT_MS), (pod.terminationGracePeriodSeconds - 5) * 1000);
         if (values().telemetry.otlpEndpoint) {
           assert.equal(env.OTEL_EXPORTER_OTLP_ENDPOINT, values().telemetry.otlpEndpoint);
         } else assert.equal(env.OTEL_TRACES_EXPORTER, 'none');

@@ -11,14 +11,26 @@ export interface ServiceProcess {
   readonly healthUrl: string;
   /** Output so far (stdout and stderr). */
   output(): string;
+  /** Whether the process has not exited yet. */
+  running(): boolean;
   /** SIGKILL: a crash. */
   kill9(): Promise<void>;
-  /** SIGTERM and wait for the exit code. */
+  /**
+   * SIGTERM and wait for the exit code. A process still running {@link STOP_TIMEOUT_MS} later is
+   * killed (SIGKILL), and the stop rejects with the end of its output: a stop that hangs fails the
+   * test that asked for it instead of keeping the file alive until the runner's 300 s limit.
+   */
   stop(): Promise<number | null>;
 }
 
 /** How long a service process may take to answer /healthz, ms (generous: see the wait below). */
 const START_TIMEOUT_MS = 120_000;
+
+/**
+ * How long a service process may take to exit after SIGTERM, ms: its own stop gives up after
+ * PARLEY_STOP_TIMEOUT_MS (20 s by default) and exits 1 naming what hung.
+ */
+const STOP_TIMEOUT_MS = 40_000;
 
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
@@ -84,13 +96,44 @@ export async function startServiceProcess(
     name: service,
     healthUrl,
     output: () => out,
+    running: () => !dead,
     async kill9() {
       child.kill('SIGKILL');
       await exited;
     },
     async stop() {
       child.kill('SIGTERM');
-      return exited;
+      let timer: NodeJS.Timeout | undefined;
+      const code = await Promise.race([
+        exited,
+        new Promise<'timeout'>((r) => {
+          timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (code !== 'timeout') return code;
+      child.kill('SIGKILL');
+      await exited;
+      throw new Error(
+        `${service} did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM (killed); its output ends:\n${out.slice(-4_000)}`,
+      );
     },
   };
+}
+
+/**
+ * Stops every process still running (SIGTERM, at once), then throws if one did not stop cleanly:
+ * killed after hanging (its error names what it printed) or exited with a code other than 0.
+ */
+export async function stopProcesses(processes: readonly (ServiceProcess | undefined)[]): Promise<void> {
+  const running = processes.filter((p) => p?.running()) as ServiceProcess[];
+  const results = await Promise.allSettled(running.map((p) => p.stop()));
+  const problems = results.flatMap((r, i) => {
+    const p = running[i] as ServiceProcess;
+    if (r.status === 'rejected') return [(r.reason as Error).message];
+    return r.value === 0
+      ? []
+      : [`${p.name} exited ${r.value} on SIGTERM; its output ends:\n${p.output().slice(-4_000)}`];
+  });
+  if (problems.length) throw new Error(problems.join('\n\n'));
 }

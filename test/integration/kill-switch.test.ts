@@ -16,6 +16,7 @@ import {
   type ServiceProcess,
   startParley,
   startServiceProcess,
+  stopProcesses,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
@@ -87,9 +88,14 @@ describe('kill switch across two ingress replicas', () => {
   });
   after(async () => {
     await world?.close();
-    await Promise.allSettled(replicas.map((r) => r.stop()));
+    // Each replica must stop cleanly on SIGTERM, as a pod does on a rollout (before nats-server goes).
+    const failed = await stopProcesses(replicas).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     await svc?.close();
     await parley?.destroy();
+    if (failed) throw failed;
   });
 
   /** Sends until `streak` sends in a row are refused; returns when the last accepted reply came. */

@@ -26,6 +26,7 @@ import {
   type ServiceProcess,
   startParley,
   startServiceProcess,
+  stopProcesses,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
@@ -135,10 +136,15 @@ describe('A2A across gateway replicas (gateway processes)', () => {
     replica = (await startReplica()).healthUrl.replace(/\/healthz$/, '');
   });
   after(async () => {
-    await Promise.allSettled(replicas.map((r) => r.stop()));
+    // Each replica must stop cleanly on SIGTERM, as a pod does on a rollout (before nats-server goes).
+    const failed = await stopProcesses(replicas).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     await desk?.close();
     await admin?.close();
     await parley?.destroy();
+    if (failed) throw failed;
   });
 
   it('push configs and resubscribe work through a replica that does not run the task', async () => {

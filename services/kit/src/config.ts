@@ -147,6 +147,14 @@ export const commonEnv = {
   HTTP_PORT: envPort
     .default(8080)
     .describe('Port of the health/metrics endpoint (/healthz, /readyz, /metrics). @default 8080'),
+  PARLEY_STOP_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .default(20_000)
+    .describe(
+      'How long a stop (SIGTERM, SIGINT) may take: what is still running then is named in an error log and abandoned, and the process exits 1. The chart sets it 5 s below the pod’s terminationGracePeriodSeconds (25000 with its 30 s), so the log says what hung before the kubelet’s SIGKILL. @default 20000',
+    ),
   PARLEY_REPLICAS: z.coerce
     .number()
     .int()

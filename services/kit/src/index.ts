@@ -16,6 +16,7 @@ export * from './process.js';
 export * from './registry-store.js';
 export * from './reply.js';
 export * from './service.js';
+export * from './shutdown.js';
 export * from './standing.js';
 export * from './telemetry.js';
 export * from './worker.js';

@@ -8,11 +8,13 @@ import { createLogger } from './logger.js';
 import { createMetrics, type ParleyMetrics } from './metrics.js';
 import { connectNats } from './nats.js';
 import type { ParleyService } from './service.js';
+import { closeHttpServer, createShutdown } from './shutdown.js';
 import { serviceNameOf, startTelemetry } from './telemetry.js';
 
 /** The common part of every service's configuration. */
 export interface ProcessConfig extends TelemetryConfig {
   NATS_URL: string;
+  PARLEY_STOP_TIMEOUT_MS: number;
   NATS_CREDS?: string | undefined;
   NATS_RESPONDER_CREDS?: string | undefined;
   LOG_LEVEL: string;
@@ -154,12 +156,29 @@ export async function runServiceProcess<C extends ProcessConfig>(
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping');
+    const shutdown = createShutdown(config.PARLEY_STOP_TIMEOUT_MS, log);
+    const { step } = shutdown;
     // HTTP first: routes of the service (e.g. MCP sessions) still need the connection to close.
-    await http.close();
-    await service.stop();
-    if (responder !== nc) await responder.drain().catch(() => undefined);
-    await nc.drain().catch(() => undefined);
-    await telemetry.shutdown();
+    await step('the HTTP server', () => closeHttpServer(http));
+    // A slow stop under load is not a stuck one: the service may take what is left of the deadline.
+    await step(`the ${o.name} service`, () => service.stop(), Number.POSITIVE_INFINITY);
+    const connections = responder === nc ? [nc] : [responder, nc];
+    // A drain waits for every subscription's handler: once a step was given up, they are closed.
+    await step(
+      'the NATS connections',
+      () => Promise.allSettled(connections.map((c) => (shutdown.incomplete() ? c.close() : c.drain()))),
+      Number.POSITIVE_INFINITY,
+    );
+    if (shutdown.incomplete()) await Promise.allSettled(connections.map((c) => c.close()));
+    await step('telemetry', () => telemetry.shutdown(), 3_000);
+    if (shutdown.incomplete()) {
+      const { abandoned, notRun } = shutdown;
+      log.error(
+        { abandoned, notRun, deadlineMs: config.PARLEY_STOP_TIMEOUT_MS },
+        `did not stop within ${config.PARLEY_STOP_TIMEOUT_MS} ms: gave up on ${abandoned.join(', ') || 'nothing'}${notRun.length ? `; not run: ${notRun.join(', ')}` : ''}`,
+      );
+      process.exit(1);
+    }
     log.info('stopped');
     process.exit(0);
   };

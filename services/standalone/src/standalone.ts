@@ -27,9 +27,11 @@ import {
   signServerJwts,
 } from '@parley/keys';
 import {
+  closeHttpServer,
   connectNats,
   createHealthServer,
   createMetrics,
+  createShutdown,
   ensureBackbone,
   ensureInboxConsumer,
   jetstreamManagerReady,
@@ -302,35 +304,8 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
   };
   const stopAll = async (deadlineMs: number) => {
     const deadline = Date.now() + deadlineMs;
-    const pending: string[] = [];
-    /**
-     * Runs one step within what is left of the deadline, and at most `boundMs`: a step still running
-     * then is abandoned (named in the error).
-     */
-    const step = async (name: string, fn: () => Promise<unknown>, boundMs = 10_000) => {
-      const left = Math.min(boundMs, deadline - Date.now());
-      if (left <= 0) {
-        pending.push(name);
-        return;
-      }
-      let timer: NodeJS.Timeout | undefined;
-      const done = await Promise.race([
-        Promise.resolve()
-          .then(fn)
-          .then(
-            () => true,
-            (err: unknown) => {
-              log.warn({ err }, `${name}: stop failed`);
-              return true;
-            },
-          ),
-        new Promise<boolean>((r) => {
-          timer = setTimeout(() => r(false), left);
-        }),
-      ]);
-      clearTimeout(timer);
-      if (!done) pending.push(name);
-    };
+    const shutdown = createShutdown(deadlineMs, log);
+    const { step } = shutdown;
     // With nats-server gone (it crashed, or was killed) every drain and flush would wait for a
     // reconnect that never comes: the connections are closed first, so the services' own
     // unsubscribes fail at once instead of hanging.
@@ -343,10 +318,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     // client that does not read its response (or holds a stream open) gets 2 s, then is cut off.
     if (http) {
       const server = http;
-      await step('the HTTP server', () => {
-        const cut = setTimeout(() => server.server.closeAllConnections(), 2000);
-        return server.close().finally(() => clearTimeout(cut));
-      });
+      await step('the HTTP server', () => closeHttpServer(server));
     }
     // A service may take what is left of the deadline (a slow stop under load is not a stuck one);
     // what it leaves undone is named, and nats-server is stopped regardless.
@@ -354,16 +326,17 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
       await step(`the ${s.name} service`, () => s.stop(), Number.POSITIVE_INFINITY);
     await step(
       'the NATS connections',
-      () => Promise.allSettled(connections.map((nc) => (pending.length ? nc.close() : nc.drain()))),
+      () => Promise.allSettled(connections.map((nc) => (shutdown.incomplete() ? nc.close() : nc.drain()))),
       Number.POSITIVE_INFINITY,
     );
-    if (pending.length) await Promise.allSettled(connections.map((nc) => nc.close()));
+    if (shutdown.incomplete()) await Promise.allSettled(connections.map((nc) => nc.close()));
     // nats-server is never left behind: past the deadline it gets a short grace, then SIGKILL.
     await nats?.stop(Math.max(1000, Math.min(10_000, deadline - Date.now())));
     if (telemetry) await step('telemetry', () => (telemetry as Telemetry).shutdown(), 3000);
     process.off('exit', onExit);
     await removeRun(paths).catch(() => undefined);
-    if (pending.length) throw new StopTimeoutError(pending, deadlineMs);
+    if (shutdown.incomplete())
+      throw new StopTimeoutError([...shutdown.abandoned, ...shutdown.notRun], deadlineMs);
   };
 
   try {
