@@ -90,8 +90,9 @@ if (files.length === 0) {
 // run each, session 25: 259 s at 3, the cores 92% busy, against 292–300 s at 2).
 const concurrency = Number(concurrencyAsked ?? availableParallelism() + 1);
 // Each file runs in a process of its own, which inherits this environment.
+// test-linger.mjs fails a file whose process outlives its tests, naming what is still open.
 process.env.NODE_OPTIONS =
-  `${process.env.NODE_OPTIONS ?? ''} --conditions=@parley/source --import tsx`.trim();
+  `${process.env.NODE_OPTIONS ?? ''} --conditions=@parley/source --import tsx --import ${join(root, 'scripts', 'test-linger.mjs')}`.trim();
 if (nodes) process.env.PARLEY_TEST_NODES = nodes;
 
 /** How many of the slowest files the summary after a run names. */

@@ -65,6 +65,28 @@ describe('pnpm test:run', () => {
     assert.match(badEnv.stderr, /PARLEY_TEST_CONCURRENCY\) must be a positive whole number, not “many”/);
   });
 
+  it('fails a file whose process outlives its tests, naming what is still open', async () => {
+    // Its own directory: the other tests run every file of `dir`.
+    const lingering = await mkdtemp(join(tmpdir(), 'parley-linger-'));
+    try {
+      await writeFile(
+        join(lingering, 'open.test.ts'),
+        "import { createServer } from 'node:net';\nimport { test } from 'node:test';\ntest('leaves a server open', () => new Promise<void>((r) => createServer().listen(0, '127.0.0.1', r)));\n",
+      );
+      const t0 = performance.now();
+      const r = await script('run-tests.mjs', [lingering], { PARLEY_TEST_LINGER_MS: '1000' });
+      const seconds = (performance.now() - t0) / 1000;
+      const out = r.stdout + r.stderr;
+      assert.equal(r.code, 1, out);
+      assert.match(out, /still running 1 s after its tests ended/);
+      assert.match(out, /a server listening on port \d+/);
+      // Well before the runner's own 300 s limit.
+      assert.ok(seconds < 60, `took ${seconds} s`);
+    } finally {
+      await rm(lingering, { recursive: true, force: true });
+    }
+  });
+
   it('ends with the files it ran, the slowest first, and fails when a test fails', async () => {
     const passing = await script('run-tests.mjs', ['--concurrency=2', dir]);
     assert.equal(passing.code, 0, passing.stderr);
