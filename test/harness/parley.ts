@@ -159,12 +159,13 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     // On a cluster, "NATS restarts" means every node goes down and comes back with its data. They
     // come back together, as a cluster does after a power cut: one at a time, a node waits alone
     // for peers that are not started yet.
-    const restartCluster = async ({ kill = false } = {}) => {
+    const restartCluster: Standalone['restartNats'] = async ({ kill = false, whileStopped } = {}) => {
       const nodes = Array.from({ length: cluster?.urls.length ?? 0 }, (_, i) => i);
       for (const i of nodes) {
         if (kill) await cluster?.kill9(i);
         else await cluster?.stopNode(i);
       }
+      await whileStopped?.();
       await Promise.all(nodes.map((i) => cluster?.restart(i)));
     };
     return Object.assign(
