@@ -2,7 +2,10 @@
 // ended but whose process stays alive (something it opened was never closed, or an `after` hook
 // hangs) would otherwise be cut off only by the runner's 300 s limit, saying nothing: this fails it
 // LINGER_MS after its tests ended, naming what is still open.
-import { after } from 'node:test';
+// NODE_OPTIONS reaches every process a test starts too (services, bridges, npm start): only a test
+// file's own process, started by the runner with the file as its script, is watched.
+const isTestFile =
+  process.env.NODE_TEST_CONTEXT !== undefined && /\.test\.[cm]?[jt]s$/.test(process.argv[1] ?? '');
 
 /** Longer than any clean-up takes (a service process gets 40 s, a backbone 30 s). */
 const LINGER_MS = Number(process.env.PARLEY_TEST_LINGER_MS ?? 120_000);
@@ -26,11 +29,12 @@ function openHandles() {
 }
 
 // The first `after` of the file's root: it runs before the file's own, so the bound includes them.
-after(() => {
-  setTimeout(() => {
-    process.stderr.write(
-      `\nthis test file's process is still running ${LINGER_MS / 1000} s after its tests ended (an after hook that hangs, or something never closed). Open:\n  ${openHandles().join('\n  ')}\n`,
-    );
-    process.exit(1);
-  }, LINGER_MS).unref();
-});
+if (isTestFile)
+  (await import('node:test')).after(() => {
+    setTimeout(() => {
+      process.stderr.write(
+        `\nthis test file's process is still running ${LINGER_MS / 1000} s after its tests ended (an after hook that hangs, or something never closed). Open:\n  ${openHandles().join('\n  ')}\n`,
+      );
+      process.exit(1);
+    }, LINGER_MS).unref();
+  });

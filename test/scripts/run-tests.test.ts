@@ -73,6 +73,13 @@ describe('pnpm test:run', () => {
         join(lingering, 'open.test.ts'),
         "import { createServer } from 'node:net';\nimport { test } from 'node:test';\ntest('leaves a server open', () => new Promise<void>((r) => createServer().listen(0, '127.0.0.1', r)));\n",
       );
+      // A process the test starts inherits the runner's NODE_OPTIONS but is not a test file: it is
+      // not watched, and prints only its own output.
+      await writeFile(join(lingering, 'child.mjs'), "console.log('only this');\n");
+      await writeFile(
+        join(lingering, 'starts-a-process.test.ts'),
+        "import assert from 'node:assert/strict';\nimport { execFileSync } from 'node:child_process';\nimport { join } from 'node:path';\nimport { test } from 'node:test';\ntest('its child prints only its own output', () => assert.equal(execFileSync(process.execPath, [join(import.meta.dirname, 'child.mjs')], { encoding: 'utf8' }), 'only this\\n'));\n",
+      );
       const t0 = performance.now();
       const r = await script('run-tests.mjs', [lingering], { PARLEY_TEST_LINGER_MS: '1000' });
       const seconds = (performance.now() - t0) / 1000;
@@ -80,6 +87,7 @@ describe('pnpm test:run', () => {
       assert.equal(r.code, 1, out);
       assert.match(out, /still running 1 s after its tests ended/);
       assert.match(out, /a server listening on port \d+/);
+      assert.match(out, /✔ its child prints only its own output/);
       // Well before the runner's own 300 s limit.
       assert.ok(seconds < 60, `took ${seconds} s`);
     } finally {
