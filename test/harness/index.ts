@@ -293,4 +293,4 @@ export * from './processes.js';
 export * from './prometheus.js';
 export * from './proxy.js';
 export * from './recovery.js';
-export { waitFor } from './wait.js';
+export { waitFor, within } from './wait.js';

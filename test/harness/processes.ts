@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { freePort } from '@parley/nats-server';
-import { waitFor } from './wait.js';
+import { waitFor, within } from './wait.js';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -103,14 +103,7 @@ export async function startServiceProcess(
     },
     async stop() {
       child.kill('SIGTERM');
-      let timer: NodeJS.Timeout | undefined;
-      const code = await Promise.race([
-        exited,
-        new Promise<'timeout'>((r) => {
-          timer = setTimeout(() => r('timeout'), STOP_TIMEOUT_MS);
-        }),
-      ]);
-      clearTimeout(timer);
+      const code = await within(exited, STOP_TIMEOUT_MS, 'timeout' as const);
       if (code !== 'timeout') return code;
       child.kill('SIGKILL');
       await exited;

@@ -19,3 +19,18 @@ export async function waitFor(
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+/** What `promise` resolves to, or `late` if it has not settled within `ms` (its timer is cleared). */
+export async function within<T, U>(promise: Promise<T>, ms: number, late: U): Promise<T | U> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<U>((r) => {
+        timer = setTimeout(() => r(late), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

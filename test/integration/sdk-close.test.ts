@@ -8,23 +8,16 @@ import { after, before, describe, it } from 'node:test';
 import { governanceApi } from '@parley/contracts';
 import type { Agent } from '@parley/sdk';
 import { DRAIN_TIMEOUT_MS } from '@parley/sdk';
-import { startParley, type TestParley } from '@parley/test/harness';
+import { startParley, type TestParley, within } from '@parley/test/harness';
 import { createWorld } from './fixtures/governance.js';
 
 /** How close() ended, within `ms`: `closed`, `failed: …`, or `still running`. */
 async function closeWithin(agent: Agent, ms: number): Promise<string> {
-  let timer: NodeJS.Timeout | undefined;
-  const outcome = await Promise.race([
-    agent.close().then(
-      () => 'closed',
-      (err: unknown) => `failed: ${(err as Error).message}`,
-    ),
-    new Promise<string>((r) => {
-      timer = setTimeout(() => r('still running'), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return outcome;
+  const closed = agent.close().then(
+    () => 'closed',
+    (err: unknown) => `failed: ${(err as Error).message}`,
+  );
+  return within(closed, ms, 'still running');
 }
 
 describe('sdk: agent.close()', () => {

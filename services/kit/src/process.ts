@@ -162,14 +162,7 @@ export async function runServiceProcess<C extends ProcessConfig>(
     await step('the HTTP server', () => closeHttpServer(http));
     // A slow stop under load is not a stuck one: the service may take what is left of the deadline.
     await step(`the ${o.name} service`, () => service.stop(), Number.POSITIVE_INFINITY);
-    const connections = responder === nc ? [nc] : [responder, nc];
-    // A drain waits for every subscription's handler: once a step was given up, they are closed.
-    await step(
-      'the NATS connections',
-      () => Promise.allSettled(connections.map((c) => (shutdown.incomplete() ? c.close() : c.drain()))),
-      Number.POSITIVE_INFINITY,
-    );
-    if (shutdown.incomplete()) await Promise.allSettled(connections.map((c) => c.close()));
+    await shutdown.connections(responder === nc ? [nc] : [responder, nc]);
     await step('telemetry', () => telemetry.shutdown(), 3_000);
     if (shutdown.incomplete()) {
       const { abandoned, notRun } = shutdown;

@@ -1,3 +1,4 @@
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 
@@ -18,6 +19,12 @@ export interface Shutdown {
    * fails is logged and counts as done; one still running at its bound is abandoned.
    */
   step(name: string, fn: () => unknown, boundMs?: number): Promise<void>;
+  /**
+   * The step `the NATS connections`: drains them within what is left of the deadline (a drain waits
+   * for every subscription's handler), or closes them once a step was given up; closed anyway when
+   * the drain is given up too.
+   */
+  connections(connections: readonly NatsConnection[]): Promise<void>;
 }
 
 /** A {@link Shutdown} that must end within `deadlineMs` from now. */
@@ -25,7 +32,7 @@ export function createShutdown(deadlineMs: number, log: Logger): Shutdown {
   const deadline = Date.now() + deadlineMs;
   const abandoned: string[] = [];
   const notRun: string[] = [];
-  return {
+  const shutdown: Shutdown = {
     abandoned,
     notRun,
     incomplete: () => abandoned.length + notRun.length > 0,
@@ -53,7 +60,16 @@ export function createShutdown(deadlineMs: number, log: Logger): Shutdown {
       clearTimeout(timer);
       if (!done) abandoned.push(name);
     },
+    async connections(connections) {
+      await shutdown.step(
+        'the NATS connections',
+        () => Promise.allSettled(connections.map((c) => (shutdown.incomplete() ? c.close() : c.drain()))),
+        Number.POSITIVE_INFINITY,
+      );
+      if (shutdown.incomplete()) await Promise.allSettled(connections.map((c) => c.close()));
+    },
   };
+  return shutdown;
 }
 
 /**

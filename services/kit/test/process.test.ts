@@ -8,7 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { freePort, startServer, type TestServer, waitFor } from '@parley/test/harness';
+import { freePort, startServer, type TestServer, waitFor, within } from '@parley/test/harness';
 
 const fixture = resolve(import.meta.dirname, 'fixtures/stop-service.ts');
 
@@ -51,14 +51,7 @@ async function startStopper(nats: TestServer, env: Record<string, string> = {}):
 
 /** The exit code, or a failure naming what the process printed if it is still running after `ms`. */
 async function exitWithin(p: Running, ms: number): Promise<number | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const code = await Promise.race([
-    p.exited,
-    new Promise<'running'>((r) => {
-      timer = setTimeout(() => r('running'), ms);
-    }),
-  ]);
-  clearTimeout(timer);
+  const code = await within(p.exited, ms, 'running' as const);
   assert.notEqual(code, 'running', `still running ${ms} ms after SIGTERM; output:\n${p.out()}`);
   return code as number | null;
 }

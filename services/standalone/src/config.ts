@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { envPort, loadEnv, retentionEnv, telemetryEnv } from '@parley/kit';
+import { commonEnv, envPort, loadEnv, retentionEnv, telemetryEnv } from '@parley/kit';
 import { type RoomsConfig, RoomsEnv } from '@parley/rooms';
 import * as z from 'zod';
 
@@ -24,14 +24,9 @@ export const StandaloneEnv = z.object({
     .default(7422)
     .describe('Port of the NATS WebSocket listener on the same interface (0 = none). @default 7422'),
   PARLEY_HTTP_PORT: envPort.default(7420).describe('Port of /healthz, /readyz and /metrics. @default 7420'),
-  PARLEY_STOP_TIMEOUT_MS: z.coerce
-    .number()
-    .int()
-    .min(1000)
-    .default(20_000)
-    .describe(
-      'How long a stop (Ctrl-C, SIGTERM) may take before it gives up on what is left, stops nats-server regardless and exits 1. @default 20000',
-    ),
+  PARLEY_STOP_TIMEOUT_MS: commonEnv.PARLEY_STOP_TIMEOUT_MS.describe(
+    'How long a stop (Ctrl-C, SIGTERM) may take before it gives up on what is left, stops nats-server regardless and exits 1. @default 20000',
+  ),
   PARLEY_STARTED_AT_MS: z.coerce
     .number()
     .int()

@@ -324,12 +324,7 @@ export async function startStandalone(o: StandaloneOptions): Promise<Standalone>
     // what it leaves undone is named, and nats-server is stopped regardless.
     for (const s of [...services].reverse())
       await step(`the ${s.name} service`, () => s.stop(), Number.POSITIVE_INFINITY);
-    await step(
-      'the NATS connections',
-      () => Promise.allSettled(connections.map((nc) => (shutdown.incomplete() ? nc.close() : nc.drain()))),
-      Number.POSITIVE_INFINITY,
-    );
-    if (shutdown.incomplete()) await Promise.allSettled(connections.map((nc) => nc.close()));
+    await shutdown.connections(connections);
     // nats-server is never left behind: past the deadline it gets a short grace, then SIGKILL.
     await nats?.stop(Math.max(1000, Math.min(10_000, deadline - Date.now())));
     if (telemetry) await step('telemetry', () => (telemetry as Telemetry).shutdown(), 3000);
