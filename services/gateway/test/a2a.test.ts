@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
 import { type Message, type StreamResponse, type Task, TaskState } from '@a2a-js/sdk';
 import { gatewayApi } from '@parley/contracts';
 import type { Agent } from '@parley/sdk';
@@ -49,7 +50,9 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
   let workerId: string;
   let callerKey: string;
   let base: string;
-  const cancels: string[] = [];
+  /** What the agent got for each task, in order: `request` (a "slow" message), `cancel`. */
+  const received = new Map<string, string[]>();
+  const saw = (task: string, what: string) => received.set(task, [...(received.get(task) ?? []), what]);
 
   before(async () => {
     parley = await startParley();
@@ -67,10 +70,13 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
       const text = d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
       const room = worker.rooms.room(d.room);
       if (d.message.kind === 'task.update') {
-        cancels.push(d.message.metadata?.['a2a.task'] ?? '');
+        saw(d.message.metadata?.['a2a.task'] ?? '', 'cancel');
         return;
       }
-      if (text.startsWith('slow')) return; // answered never: cancelled by the caller
+      if (text.startsWith('slow')) {
+        saw(d.message.metadata?.['a2a.task'] ?? '', 'request');
+        return; // answered never: cancelled by the caller
+      }
       if (text.startsWith('stream')) {
         await room.send('thinking', { kind: 'status', replyTo: d.message.id });
         await room.send(`streamed: ${text}`, { replyTo: d.message.id });
@@ -220,6 +226,7 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
       for await (const e of client.resubscribeTask({ tenant: '', id })) events.push(e);
     })();
     await waitFor(() => events.length > 0, 'the resubscribed stream’s first event');
+    await waitFor(() => received.get(id)?.includes('request') === true, 'the agent to receive the request');
     const canceled = await client.cancelTask({ tenant: '', id, metadata: undefined });
     assert.equal(canceled.status?.state, TaskState.TASK_STATE_CANCELED);
     await resumed;
@@ -230,7 +237,7 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
       TaskState.TASK_STATE_CANCELED,
       seen,
     );
-    await waitFor(() => cancels.includes(id), 'the agent to receive the cancel');
+    await waitFor(() => received.get(id)?.includes('cancel') === true, 'the agent to receive the cancel');
     // Cancelling again is idempotent; a completed task is not cancelable: -32002.
     const again = await client.cancelTask({ tenant: '', id, metadata: undefined });
     assert.equal(again.status?.state, TaskState.TASK_STATE_CANCELED);
@@ -239,6 +246,34 @@ describe('A2A inbound: Parley agents as A2A servers', () => {
       client.cancelTask({ tenant: '', id: completed.id, metadata: undefined }),
       (err: Error & { code?: number }) => /not cancelable/i.test(err.message),
     );
+  });
+
+  it('a cancel that races the request: the agent gets the request and then the cancel, or neither', async () => {
+    // New callers and new contexts, the cancel sent 0, 8, … 88 ms after the task started: it lands
+    // while the room is made, while the caller's inbox is set up, while the request is sent or after.
+    // (Before the fix, a cancel during the inbox setup reached the agent before the request.)
+    const tasks: { id: string; client: Awaited<ReturnType<typeof clientFor>>; contextId: string }[] = [];
+    for (let i = 0; i < 12; i++) {
+      const caller = await createAgent(admin, { name: `a2a-racer-${i}` });
+      const key = (await admin.call(gatewayApi.createKey, { agent: caller.agent.id })).key;
+      const client = await clientFor(base, workerId, key);
+      const sent = (await client.sendMessage(
+        sendParams(userMessage('slow and canceled at once'), true),
+      )) as Task;
+      await delay(i * 8);
+      const canceled = await client.cancelTask({ tenant: '', id: sent.id, metadata: undefined });
+      assert.equal(canceled.status?.state, TaskState.TASK_STATE_CANCELED);
+      tasks.push({ id: sent.id, client, contextId: sent.contextId });
+    }
+    for (const { id, client, contextId } of tasks) {
+      // Room order: once the agent answered a later message of the context, it had all earlier ones.
+      const after = (await client.sendMessage(sendParams(userMessage('after', { contextId })))) as Task;
+      assert.equal(after.status?.state, TaskState.TASK_STATE_COMPLETED);
+      const got = JSON.stringify(received.get(id) ?? []);
+      assert.ok(got === '[]' || got === '["request","cancel"]', `task ${id}: the agent got ${got}`);
+      const stored = await client.getTask({ tenant: '', id, historyLength: undefined });
+      assert.equal(stored.status?.state, TaskState.TASK_STATE_CANCELED);
+    }
   });
 
   it('another principal cannot see the task (-32001); push configs refuse private targets', async () => {

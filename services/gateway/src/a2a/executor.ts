@@ -172,7 +172,11 @@ interface Running {
   /** Known once the context's room is found or made. */
   room?: string;
   caller: string;
+  /** Set when a cancel starts: from then on the request is not sent to the agent. */
   canceled: boolean;
+  /** The send of the request to the agent, once started. */
+  request?: Promise<string>;
+  /** Ends the wait (resolves it). */
   stop(): void;
 }
 
@@ -204,9 +208,22 @@ export function createParleyExecutor(o: {
     }
   }
 
-  /** Cancels a task this replica runs: tells the agent (when it may have the request), ends the wait. */
+  /**
+   * Cancels a task this replica runs. A request not yet sent is never sent; one that was sent (or
+   * is being sent) is followed by the cancel in the same room, so the agent gets the cancel after
+   * the request and never a cancel for a request it does not have. Then the wait ends. When telling
+   * the agent fails the cancel fails and the task keeps waiting for the answer (a cancel may be
+   * retried).
+   */
   async function cancelHere(taskId: string, bus: ExecutionEventBus, r: Running) {
-    if (r.room) {
+    r.canceled = true;
+    const sent = r.request
+      ? await r.request.then(
+          () => true,
+          () => false,
+        )
+      : false;
+    if (sent && r.room) {
       const held = await service.pool.acquire(r.caller);
       try {
         await held.agent.rooms.room(r.room).send(`cancel: ${taskId}`, {
@@ -219,18 +236,21 @@ export function createParleyExecutor(o: {
         held.release();
       }
     }
-    const contextId =
-      (await service.kv().get(a2aKeys.task(r.caller, taskId)))?.json<{ contextId?: string }>()?.contextId ??
-      '';
-    bus.publish(
-      AgentEvent.statusUpdate({
-        taskId,
-        contextId,
-        status: status(TaskState.TASK_STATE_CANCELED),
-        metadata: undefined,
-      }),
-    );
-    r.stop();
+    try {
+      const contextId =
+        (await service.kv().get(a2aKeys.task(r.caller, taskId)))?.json<{ contextId?: string }>()?.contextId ??
+        '';
+      bus.publish(
+        AgentEvent.statusUpdate({
+          taskId,
+          contextId,
+          status: status(TaskState.TASK_STATE_CANCELED),
+          metadata: undefined,
+        }),
+      );
+    } finally {
+      r.stop();
+    }
   }
 
   return {
@@ -329,7 +349,9 @@ export function createParleyExecutor(o: {
         return finish(TaskState.TASK_STATE_REJECTED, refusal(err));
       }
       if (entry.canceled) {
+        // Canceled before anything was sent: the cancel ends the task once its status is out.
         forget();
+        await settled;
         bus.finished();
         return;
       }
@@ -406,24 +428,29 @@ export function createParleyExecutor(o: {
       timer.unref();
       try {
         if (entry.canceled) {
+          await settled;
           bus.finished();
           return;
         }
-        const held = await service.pool.acquire(caller);
-        try {
-          const sent = await held.agent.rooms.room(room).send(parts, {
-            kind: 'message',
-            delegation: null,
-            deadlineMs: 10_000,
-            mentions: [agentId],
-            // The A2A message id makes a retried send the same Parley message.
-            clientMsgId: ctx.userMessage.messageId.slice(0, 128) || taskId,
-            metadata: { [A2A_META.task]: taskId, [A2A_META.context]: contextId },
-          });
-          sentId = sent.id;
-        } finally {
-          held.release();
-        }
+        // No await between the check above and this: a cancel from here on waits for the send.
+        entry.request = (async () => {
+          const held = await service.pool.acquire(caller);
+          try {
+            const sent = await held.agent.rooms.room(room).send(parts, {
+              kind: 'message',
+              delegation: null,
+              deadlineMs: 10_000,
+              mentions: [agentId],
+              // The A2A message id makes a retried send the same Parley message.
+              clientMsgId: ctx.userMessage.messageId.slice(0, 128) || taskId,
+              metadata: { [A2A_META.task]: taskId, [A2A_META.context]: contextId },
+            });
+            return sent.id;
+          } finally {
+            held.release();
+          }
+        })();
+        sentId = await entry.request;
         if (!ctx.task) {
           bus.publish(
             AgentEvent.statusUpdate({
