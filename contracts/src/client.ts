@@ -2,6 +2,7 @@ import type { MsgHdrs } from '@nats-io/nats-core';
 import type * as z from 'zod';
 import type { ApiMethod, ApiRequest, ApiResponse } from './api.js';
 import { decodeJson, encodeJson } from './codec.js';
+import { type StatusSource, watchConnection } from './connection.js';
 import { ErrorEnvelope, isParleyError, ParleyError } from './errors.js';
 import { headerNames } from './headers.js';
 import {
@@ -19,8 +20,12 @@ export interface ReplyMsg {
   headers?: { get(key: string): string } | undefined;
 }
 
-/** What {@link request} needs of a NATS connection (structurally, so contracts need no NATS client). */
-export interface Requester {
+/**
+ * What {@link request} needs of a NATS connection (structurally, so contracts need no NATS client).
+ * With `status` and `isClosed` (a nats.js connection has them) a request made while the connection
+ * reconnects waits for it within its timeout instead of being dropped (see connection.ts).
+ */
+export interface Requester extends Partial<StatusSource> {
   request(
     subject: string,
     payload?: Uint8Array,
@@ -163,11 +168,21 @@ async function send<M extends ApiMethod>(
   headers: MsgHdrs | undefined,
 ): Promise<ApiResponse<M>> {
   let reply: ReplyMsg;
+  let timeout = options.timeout ?? 5000;
+  if (nc.status && nc.isClosed) {
+    const watch = watchConnection(nc as StatusSource);
+    if (!watch.connected) {
+      const started = Date.now();
+      if (!(await watch.whenConnected(timeout))) {
+        throw new ParleyError('UNAVAILABLE', `not connected to NATS: ${subject} was not sent`, {
+          retryAfterMs: 1000,
+        });
+      }
+      timeout = Math.max(1, timeout - (Date.now() - started));
+    }
+  }
   try {
-    reply = await nc.request(subject, data, {
-      timeout: options.timeout ?? 5000,
-      ...(headers ? { headers } : {}),
-    });
+    reply = await nc.request(subject, data, { timeout, ...(headers ? { headers } : {}) });
   } catch (err) {
     throw requestFailure(err, subject);
   }

@@ -8,6 +8,7 @@ import {
   inboxStream,
   isParleyError,
   ParleyError,
+  ReplyMux,
   registryApi,
   request,
   roomsApi,
@@ -32,7 +33,6 @@ import {
 import { Directory } from './directory.js';
 import { type FailureOptions, failureReporter, type ReportFailure } from './failures.js';
 import { PresenceReporter } from './presence.js';
-import { ReplyMux } from './replies.js';
 import { retryIdempotent } from './retry.js';
 import { Rooms } from './rooms.js';
 import { Tasks } from './tasks.js';

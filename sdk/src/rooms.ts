@@ -210,12 +210,21 @@ async function retrying(
   retry: { deadlineMs: number; retryRateLimited: boolean },
 ): Promise<SendReply> {
   return retryIdempotent(
-    async (remainingMs) =>
-      decodeReply(
-        SendReply,
-        await agent.replies.request(subject, body, Math.max(500, Math.min(5_000, remainingMs)), headers),
-        'send reply',
-      ),
+    async (remainingMs) => {
+      const reply = await agent.replies.request(
+        subject,
+        body,
+        Math.max(500, Math.min(5_000, remainingMs)),
+        headers,
+      );
+      // The server answers a request nobody listens to with a 503 status.
+      if (reply.headers?.code === 503) {
+        throw new ParleyError('UNAVAILABLE', `nothing is serving ${subject}: is Parley running?`, {
+          retryAfterMs: 500,
+        });
+      }
+      return decodeReply(SendReply, reply, 'send reply');
+    },
     {
       deadlineMs: retry.deadlineMs,
       retryable: (err) =>

@@ -5,7 +5,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import { coalesceWrites, NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
+import { coalesceWrites, NATS_CONNECT_TIMEOUT_MS, subjects, watchConnection } from '@parley/contracts';
 import type { Logger } from 'pino';
 
 /** Options of {@link connectNats}. */
@@ -51,7 +51,7 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
     // nats.js stops reconnecting for good after the same authentication error twice: an
     // "Authentication Timeout" on a busy server is not a verdict on the creds, and a service whose
     // connection closed never delivers again (a fan-out connection did, after a cluster restart).
-    // A service keeps trying, and says so in its log (watchConnection).
+    // A service keeps trying, and says so in its log (logConnectionStatus).
     ignoreAuthErrorAbort: true,
     pingInterval: 10_000,
     ...options.extra,
@@ -62,12 +62,14 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
   }
   const nc = await connect(opts);
   coalesceWrites(nc);
-  if (options.log) watchConnection(nc, options.log.child({ nats: options.name }));
+  // Known connected from here on, so requests made while it reconnects wait for it (contracts).
+  watchConnection(nc);
+  if (options.log) logConnectionStatus(nc, options.log.child({ nats: options.name }));
   return nc;
 }
 
 /** Logs what happens to a connection: a stalled service is explained by these lines. */
-export function watchConnection(nc: NatsConnection, log: Logger): void {
+export function logConnectionStatus(nc: NatsConnection, log: Logger): void {
   void (async () => {
     for await (const s of nc.status()) {
       switch (s.type) {

@@ -1,0 +1,92 @@
+/**
+ * Whether a NATS connection is connected, as its status events tell, and a wait for it.
+ *
+ * nats.js (3.x) drops what is published while it reconnects: every dial attempt resets the
+ * connection's outbound buffer (`prepare()` → `resetOutbound()` in nats-core's protocol.js), so a
+ * request published between two attempts is never sent and waits for its whole timeout. Measured
+ * right after a nats-server restart: an SDK send took 5.1 s (its first try lost, the retry after
+ * the 5 s try timeout answered), a `registry.createAgent` failed after 5 s. Parley's request paths
+ * therefore publish only while connected: a request made while the connection is away waits for the
+ * reconnect within its own deadline, and what was in flight when the connection was lost is failed
+ * at once (its request or its reply may be gone) so a retry goes out as soon as it is back.
+ */
+
+/** The part of a NATS connection a {@link ConnectionWatch} reads (structurally: no NATS client needed). */
+export interface StatusSource {
+  status(): AsyncIterable<{ type: string }>;
+  isClosed(): boolean;
+}
+
+/** The connected state of one NATS connection. Get it with {@link watchConnection}. */
+export class ConnectionWatch {
+  #connected: boolean;
+  #closed: boolean;
+  readonly #waiters = new Set<(connected: boolean) => void>();
+  readonly #lost = new Set<() => void>();
+
+  constructor(nc: StatusSource) {
+    this.#closed = nc.isClosed();
+    this.#connected = !this.#closed;
+    if (this.#closed) return;
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === 'disconnect') {
+          this.#connected = false;
+          for (const fn of this.#lost) fn();
+        } else if (s.type === 'reconnect') {
+          this.#connected = true;
+          this.#wake(true);
+        }
+      }
+    })()
+      .catch(() => undefined)
+      .finally(() => {
+        // The status iterator ends when the connection closes.
+        this.#closed = true;
+        this.#connected = false;
+        this.#wake(false);
+      });
+  }
+
+  /** True while connected (as of the last status event). */
+  get connected(): boolean {
+    return this.#connected;
+  }
+
+  /** Resolves `true` once connected (at once when it is), `false` when `timeoutMs` pass first or the connection closes. */
+  whenConnected(timeoutMs: number): Promise<boolean> {
+    if (this.#connected) return Promise.resolve(true);
+    if (this.#closed) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const done = (connected: boolean) => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve(connected);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.#waiters.add(done);
+    });
+  }
+
+  /** Calls `fn` each time the connection is lost. Returns the function that stops it. */
+  onLost(fn: () => void): () => void {
+    this.#lost.add(fn);
+    return () => this.#lost.delete(fn);
+  }
+
+  #wake(connected: boolean): void {
+    for (const done of [...this.#waiters]) done(connected);
+  }
+}
+
+const watches = new WeakMap<StatusSource, ConnectionWatch>();
+
+/** The {@link ConnectionWatch} of `nc`: one per connection, made on first use. */
+export function watchConnection(nc: StatusSource): ConnectionWatch {
+  let w = watches.get(nc);
+  if (!w) {
+    w = new ConnectionWatch(nc);
+    watches.set(nc, w);
+  }
+  return w;
+}

@@ -1,0 +1,99 @@
+/**
+ * Requests made while the connection to nats-server is away are sent once it is back, within their
+ * one timeout. nats.js (3.x) resets its outbound buffer at every dial attempt, so a request
+ * published while it reconnects was never sent and waited out its whole timeout: right after a
+ * nats-server restart, an SDK send took 5.1 s (its retry answered) and a registry call failed after
+ * 5 s (contracts/src/connection.ts). The three request paths of Parley, each against a real
+ * nats-server that is stopped while the request is made and started again: an API call (contracts'
+ * `request`), the SDK's reply mux (every send) and the services' JetStream publisher.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { defineApi, isParleyError, ReplyMux, request, watchConnection } from '@parley/contracts';
+import { JsPublisher } from '@parley/kit';
+import { startServer, type TestServer, waitFor } from '@parley/test/harness';
+import * as z from 'zod';
+
+const echo = defineApi({
+  service: 'test',
+  method: 'echo',
+  summary: 'answers with what it was sent',
+  access: 'any',
+  request: z.object({ n: z.number() }),
+  response: z.object({ n: z.number() }),
+});
+
+describe('requests made while nats-server is away', () => {
+  let server: TestServer;
+  let nc: NatsConnection;
+  before(async () => {
+    server = await startServer();
+    nc = await server.connect({ reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+    watchConnection(nc);
+    // The responder is on the same connection: nats.js subscribes again before it sends anything
+    // else after a reconnect, so the request cannot come before the responder is back.
+    nc.subscribe(echo.listen, {
+      callback: (_err, m) => {
+        m.respond(m.data);
+      },
+    });
+    const jsm = await jetstreamManager(nc);
+    await jsm.streams.add({ name: 'AWAY', subjects: ['away.>'] });
+  });
+  after(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  /** Stops nats-server and waits until the connection knows. */
+  async function goAway(): Promise<void> {
+    await server.stopNode(0);
+    await waitFor(() => !watchConnection(nc).connected, 'the connection to see nats-server gone');
+  }
+
+  it('an API call is sent when the connection is back, and answered within its timeout', async () => {
+    await goAway();
+    const call = request(nc, 'caller', echo, { n: 1 }, { timeout: 15_000 });
+    await server.restart(0);
+    assert.deepEqual(await call, { n: 1 });
+  });
+
+  it('a request through the reply mux (SDK sends) is sent when the connection is back', async () => {
+    const mux = new ReplyMux(nc, '_INBOX.mux');
+    await mux.start();
+    await goAway();
+    const reply = mux.request(echo.subject('caller'), new TextEncoder().encode('2'), 15_000);
+    await server.restart(0);
+    assert.equal(new TextDecoder().decode((await reply).data), '2');
+    mux.close();
+  });
+
+  it('a JetStream publish is sent when the connection is back, and stored once', async () => {
+    const publisher = new JsPublisher(nc, '_INBOX.jsp');
+    await publisher.start();
+    await goAway();
+    const ack = publisher.publish('away.one', new TextEncoder().encode('3'), { timeoutMs: 15_000 });
+    await server.restart(0);
+    const stored = await ack;
+    assert.equal(stored.stream, 'AWAY');
+    assert.equal(stored.duplicate, false);
+    const jsm = await jetstreamManager(nc);
+    assert.equal((await jsm.streams.info('AWAY')).state.messages, 1);
+    publisher.close();
+  });
+
+  it('a request whose timeout passes before the connection is back fails UNAVAILABLE, unsent', async () => {
+    await goAway();
+    const err = await request(nc, 'caller', echo, { n: 4 }, { timeout: 100 }).then(
+      () => 'answered',
+      (e: unknown) => e,
+    );
+    assert.ok(isParleyError(err, 'UNAVAILABLE'), String(err));
+    assert.match((err as Error).message, /not connected to NATS/);
+    await server.restart(0);
+    // Nothing was left to go out late: the next call is the one answered.
+    assert.deepEqual(await request(nc, 'caller', echo, { n: 5 }, { timeout: 15_000 }), { n: 5 });
+  });
+});
