@@ -208,6 +208,20 @@ export function createParleyExecutor(o: {
     }
   }
 
+  /** Publishes the task's `CANCELED` status, with the context the stored task names. */
+  async function publishCanceled(caller: string, taskId: string, bus: ExecutionEventBus) {
+    const contextId =
+      (await service.kv().get(a2aKeys.task(caller, taskId)))?.json<{ contextId?: string }>()?.contextId ?? '';
+    bus.publish(
+      AgentEvent.statusUpdate({
+        taskId,
+        contextId,
+        status: status(TaskState.TASK_STATE_CANCELED),
+        metadata: undefined,
+      }),
+    );
+  }
+
   /**
    * Cancels a task this replica runs. A request not yet sent is never sent; one that was sent (or
    * is being sent) is followed by the cancel in the same room, so the agent gets the cancel after
@@ -237,17 +251,7 @@ export function createParleyExecutor(o: {
       }
     }
     try {
-      const contextId =
-        (await service.kv().get(a2aKeys.task(r.caller, taskId)))?.json<{ contextId?: string }>()?.contextId ??
-        '';
-      bus.publish(
-        AgentEvent.statusUpdate({
-          taskId,
-          contextId,
-          status: status(TaskState.TASK_STATE_CANCELED),
-          metadata: undefined,
-        }),
-      );
+      await publishCanceled(r.caller, taskId, bus);
     } finally {
       r.stop();
     }
@@ -495,17 +499,7 @@ export function createParleyExecutor(o: {
         if (!/no responders/i.test(`${e?.message} ${e?.cause?.message}`)) throw err;
       }
       // Nobody runs it (it waits for input, or its replica is gone): canceled as stored.
-      const contextId =
-        (await service.kv().get(a2aKeys.task(bus.caller, taskId)))?.json<{ contextId?: string }>()
-          ?.contextId ?? '';
-      bus.publish(
-        AgentEvent.statusUpdate({
-          taskId,
-          contextId,
-          status: status(TaskState.TASK_STATE_CANCELED),
-          metadata: undefined,
-        }),
-      );
+      await publishCanceled(bus.caller, taskId, bus);
       bus.finished();
     },
   };
