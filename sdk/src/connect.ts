@@ -12,10 +12,10 @@ import {
 } from '@nats-io/transport-node';
 import {
   coalesceWrites,
+  holdRequestsWhileAway,
   NATS_CONNECT_TIMEOUT_MS,
   ParleyError,
   subjects,
-  watchConnection,
 } from '@parley/contracts';
 import { localBackbone } from './local-home.js';
 import type { PresenceOptions } from './presence.js';
@@ -138,8 +138,8 @@ export async function connectWithCreds(
     try {
       const nc = isWebSocket(target.servers) ? await connectWebSocket(opts) : await natsConnect(opts);
       coalesceWrites(nc);
-      // Known connected from here on, so requests made while it reconnects wait for it (contracts).
-      watchConnection(nc);
+      // Requests made while it reconnects wait for it instead of being dropped (contracts).
+      holdRequestsWhileAway(nc);
       return { nc, identity };
     } catch (err) {
       // The server gives a client a short time from its INFO to a signed CONNECT (2 s by default,

@@ -5,13 +5,22 @@
  * nats-server restart, an SDK send took 5.1 s (its retry answered) and a registry call failed after
  * 5 s (contracts/src/connection.ts). The three request paths of Parley, each against a real
  * nats-server that is stopped while the request is made and started again: an API call (contracts'
- * `request`), the SDK's reply mux (every send) and the services' JetStream publisher.
+ * `request`), the SDK's reply mux (every send), the services' JetStream publisher, and the JetStream
+ * clients' own calls (a KV write) on a connection made the way Parley makes them.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { defineApi, isParleyError, ReplyMux, request, watchConnection } from '@parley/contracts';
+import {
+  defineApi,
+  holdRequestsWhileAway,
+  isParleyError,
+  ReplyMux,
+  request,
+  watchConnection,
+} from '@parley/contracts';
 import { JsPublisher } from '@parley/kit';
 import { startServer, type TestServer, waitFor } from '@parley/test/harness';
 import * as z from 'zod';
@@ -82,6 +91,23 @@ describe('requests made while nats-server is away', () => {
     const jsm = await jetstreamManager(nc);
     assert.equal((await jsm.streams.info('AWAY')).state.messages, 1);
     publisher.close();
+  });
+
+  it('a KV write (the JetStream clients’ own request) is sent when the connection is back', async () => {
+    // Parley's connections (kit's connectNats, the SDK's connect) hold their requests like this one.
+    const held = await server.connect({ reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+    holdRequestsWhileAway(held);
+    try {
+      const kv = await new Kvm(held).create('away', { timeout: 15_000 });
+      await server.stopNode(0);
+      await waitFor(() => !watchConnection(held).connected, 'the connection to see nats-server gone');
+      const put = kv.put('k', 'while away');
+      await server.restart(0);
+      assert.ok((await put) > 0);
+      assert.equal((await kv.get('k'))?.string(), 'while away');
+    } finally {
+      await held.close();
+    }
   });
 
   it('a request whose timeout passes before the connection is back fails UNAVAILABLE, unsent', async () => {

@@ -5,7 +5,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import { coalesceWrites, NATS_CONNECT_TIMEOUT_MS, subjects, watchConnection } from '@parley/contracts';
+import { coalesceWrites, holdRequestsWhileAway, NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
 import type { Logger } from 'pino';
 
 /** Options of {@link connectNats}. */
@@ -62,8 +62,8 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
   }
   const nc = await connect(opts);
   coalesceWrites(nc);
-  // Known connected from here on, so requests made while it reconnects wait for it (contracts).
-  watchConnection(nc);
+  // Requests made while it reconnects wait for it instead of being dropped (contracts).
+  holdRequestsWhileAway(nc);
   if (options.log) logConnectionStatus(nc, options.log.child({ nats: options.name }));
   return nc;
 }
