@@ -3,8 +3,16 @@
  * one at each change, and `offline` on close. The registry turns a participant whose heartbeats stop
  * `offline` by itself after its TTL (30 s by default), so a crashed agent does not stay `online`.
  */
-import type { NatsConnection } from '@nats-io/transport-node';
-import { encodeJson, type PresenceHeartbeat, type PresenceState, subjects } from '@parley/contracts';
+import type { Msg, NatsConnection } from '@nats-io/transport-node';
+import {
+  decodeReply,
+  encodeJson,
+  type PresenceHeartbeat,
+  type PresenceState,
+  requestFailure,
+  subjects,
+} from '@parley/contracts';
+import * as z from 'zod';
 import type { ReportFailure } from './failures.js';
 
 /** Heartbeat settings. */
@@ -15,6 +23,9 @@ export interface PresenceOptions {
 
 /** The default heartbeat interval. */
 export const HEARTBEAT_INTERVAL_MS = 10_000;
+
+/** What the registry answers a heartbeat that asked for an answer. */
+const HeartbeatAck = z.object({ ok: z.literal(true) });
 
 /** A participant's own presence: what it tells the registry. */
 export class PresenceReporter {
@@ -45,14 +56,28 @@ export class PresenceReporter {
 
   /**
    * Sets the state (`online`, `busy`, `needs_input` — which notifies the agent's owner) and a short
-   * activity line, e.g. `agent.presence.set('busy', 'reviewing PR 42')`; sent at once. `offline`
-   * while connected says the participant cannot work (a bridge whose source system is down), with
-   * the reason as the activity; heartbeats keep saying so until another state is set.
+   * activity line, e.g. `agent.presence.set('busy', 'reviewing PR 42')`; sent at once, and resolved
+   * once the registry stored it (a read of presence right after sees it). Rejects with the
+   * registry's refusal, or `DEADLINE_EXCEEDED` / `UNAVAILABLE` when it did not answer; the
+   * heartbeats keep sending the new state either way. `offline` while connected says the
+   * participant cannot work (a bridge whose source system is down), with the reason as the
+   * activity; heartbeats keep saying so until another state is set.
    */
   async set(state: PresenceState, activity?: string): Promise<void> {
     this.#state = state;
     this.#activity = activity;
-    await this.#beat();
+    if (this.#nc.isClosed()) return;
+    let reply: Msg;
+    try {
+      reply = await this.#nc.request(this.#subject, encodeJson(this.#heartbeat()), { timeout: 5_000 });
+    } catch (err) {
+      throw requestFailure(err, this.#subject);
+    }
+    decodeReply(HeartbeatAck, reply, 'presence reply');
+  }
+
+  #heartbeat(): PresenceHeartbeat {
+    return { state: this.#state, ...(this.#activity ? { activity: this.#activity } : {}) };
   }
 
   /** Starts heartbeating (connect() does this unless `presence: false`). */
@@ -84,11 +109,7 @@ export class PresenceReporter {
 
   async #beat(): Promise<void> {
     if (this.#nc.isClosed()) return;
-    const hb: PresenceHeartbeat = {
-      state: this.#state,
-      ...(this.#activity ? { activity: this.#activity } : {}),
-    };
-    this.#nc.publish(this.#subject, encodeJson(hb));
+    this.#nc.publish(this.#subject, encodeJson(this.#heartbeat()));
     // Not reaching the server now is reported, not thrown: the next heartbeat tries again, and the
     // registry only marks the participant offline after its TTL.
     await this.#nc.flush().catch((err: unknown) => this.#report(err, 'presence'));

@@ -54,8 +54,10 @@ describe('presence and work status', () => {
     const bot = await connectTo(parley, creds, { presence: { intervalMs: 200 } });
     await waitFor(async () => (await presenceOf())?.state === 'online', 'online');
     await bot.presence.set('busy', 'reviewing PR 42');
-    await waitFor(async () => (await presenceOf())?.activity === 'reviewing PR 42', 'busy');
-    assert.equal((await presenceOf())?.state, 'busy');
+    // set() resolves once the registry stored it: the next read sees it.
+    const busy = await presenceOf();
+    assert.equal(busy?.state, 'busy');
+    assert.equal(busy?.activity, 'reviewing PR 42');
     await bot.presence.set('needs_input', 'which branch?');
     await waitFor(
       () => events.some((e) => e.kind === 'needs_input' && e.subject === agent.id),
@@ -109,6 +111,8 @@ describe('presence and work status', () => {
       await bad(JSON.stringify({ state: 'busy', activity: 'x'.repeat(2000) })),
       'PAYLOAD_TOO_LARGE',
     );
+    // The SDK's set() rejects with the registry's refusal.
+    await assert.rejects(bot.presence.set('busy', 'x'.repeat(2000)), { code: 'PAYLOAD_TOO_LARGE' });
     const p = await admin.call(registryApi.presence, { participants: [agent.id] });
     assert.equal(p.presence[agent.id]?.state, 'offline');
     assert.deepEqual(changes(agent.id), []);
