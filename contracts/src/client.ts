@@ -2,7 +2,7 @@ import type { MsgHdrs } from '@nats-io/nats-core';
 import type * as z from 'zod';
 import type { ApiMethod, ApiRequest, ApiResponse } from './api.js';
 import { decodeJson, encodeJson } from './codec.js';
-import { type StatusSource, watchConnection } from './connection.js';
+import { type StatusSource, timeLeftOnceConnected, watchConnection } from './connection.js';
 import { ErrorEnvelope, isParleyError, ParleyError } from './errors.js';
 import { headerNames } from './headers.js';
 import {
@@ -168,17 +168,13 @@ async function send<M extends ApiMethod>(
   headers: MsgHdrs | undefined,
 ): Promise<ApiResponse<M>> {
   let reply: ReplyMsg;
-  let timeout = options.timeout ?? 5000;
+  let timeout: number | undefined = options.timeout ?? 5000;
   if (nc.status && nc.isClosed) {
-    const watch = watchConnection(nc as StatusSource);
-    if (!watch.connected) {
-      const started = Date.now();
-      if (!(await watch.whenConnected(timeout))) {
-        throw new ParleyError('UNAVAILABLE', `not connected to NATS: ${subject} was not sent`, {
-          retryAfterMs: 1000,
-        });
-      }
-      timeout = Math.max(1, timeout - (Date.now() - started));
+    timeout = await timeLeftOnceConnected(watchConnection(nc as StatusSource), timeout);
+    if (timeout === undefined) {
+      throw new ParleyError('UNAVAILABLE', `not connected to NATS: ${subject} was not sent`, {
+        retryAfterMs: 1000,
+      });
     }
   }
   try {

@@ -105,13 +105,28 @@ export function watchConnection(nc: StatusSource): ConnectionWatch {
 export function holdRequestsWhileAway(nc: NatsConnection): void {
   const watch = watchConnection(nc);
   const request = nc.request.bind(nc);
-  nc.request = async (subject, payload, opts) => {
-    if (watch.connected) return request(subject, payload, opts);
+  const later = async (...[subject, payload, opts]: Parameters<NatsConnection['request']>) => {
     // nats.js's default request timeout.
-    const timeout = opts?.timeout ?? 1_000;
-    const started = Date.now();
+    const left = await timeLeftOnceConnected(watch, opts?.timeout ?? 1_000);
     // Closed meanwhile: the request below fails as nats.js fails it.
-    if (!(await watch.whenConnected(timeout)) && !nc.isClosed()) throw new errors.TimeoutError();
-    return request(subject, payload, { ...opts, timeout: Math.max(1, timeout - (Date.now() - started)) });
+    if (left === undefined && !nc.isClosed()) throw new errors.TimeoutError();
+    return request(subject, payload, { ...opts, timeout: left ?? 1 });
   };
+  // Connected (the usual case): nats.js's request itself, nothing added.
+  nc.request = (subject, payload, opts) =>
+    watch.connected ? request(subject, payload, opts) : later(subject, payload, opts);
+}
+
+/**
+ * Waits until `watch`'s connection is connected, within `timeoutMs`: resolves with the part of
+ * `timeoutMs` left (≥ 1), or undefined when it did not come back in time or closed.
+ */
+export async function timeLeftOnceConnected(
+  watch: ConnectionWatch,
+  timeoutMs: number,
+): Promise<number | undefined> {
+  if (watch.connected) return timeoutMs;
+  const started = Date.now();
+  if (!(await watch.whenConnected(timeoutMs))) return undefined;
+  return Math.max(1, timeoutMs - (Date.now() - started));
 }
