@@ -51,6 +51,17 @@ export function serverDefects(version: string): ServerDefect[] {
         'inboxes and fan-out partitions are durable push consumers (flow control, idle heartbeats): no delivery waits for a pull request',
     });
   }
+  if (within(version, '2.9.0', '2.10.28') || within(version, '2.11.0', '2.11.2')) {
+    out.push({
+      id: 'inactive-push-consumer',
+      summary:
+        'a push consumer whose delivery fails as a connection closes is marked as having no subscriber while one is there, and delivers nothing until the interest changes (nats-server PR #6807)',
+      fixedIn: '2.10.28 and 2.11.2',
+      status: 'mitigated',
+      action:
+        'the SDK asks its inbox consumer after a reconnect and after missed heartbeats and subscribes again when the server reports nobody bound; the fan-out does the same for its partitions',
+    });
+  }
   if (within(version, '2.10.20', '2.10.23')) {
     out.push({
       id: 'kill9-stream-loss',

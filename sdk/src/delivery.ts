@@ -245,6 +245,8 @@ interface Lane {
 const SEEN_CAPACITY = 20_000;
 /** How long a failing backfill is tried again in place before its message is nak'ed. */
 const BACKFILL_RETRY_MS = 60_000;
+/** How long after finding its consumer unbound the engine asks again before subscribing again. */
+const UNBOUND_RECHECK_MS = 500;
 const decoder = new TextDecoder();
 
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
@@ -260,6 +262,8 @@ export class DeliveryEngine {
   readonly #seen = new Set<string>();
   readonly #lastSeq = new Map<string, number>();
   #messages: ConsumerMessages | undefined;
+  #idleHeartbeat: number | undefined;
+  #checking = false;
   #keepalive: NodeJS.Timeout | undefined;
   #recovering: { upTo: number; expect: number; seen: number; timer: NodeJS.Timeout } | undefined;
   #maxDeliver = 5;
@@ -303,53 +307,27 @@ export class DeliveryEngine {
         timer: setTimeout(() => this.#endRecovery(), 2 * ackWaitMs + 1_000),
       };
     }
-    // Missing two of the consumer's idle heartbeats attaches again. The heartbeat is the one the
+    // Missing two of the consumer's idle heartbeats checks the consumer. The heartbeat is the one the
     // consumer was made with (nats-server 2.9 cannot change it: consumers made by an earlier version
     // keep 5 s), so a slower one is never counted as missed.
-    const heartbeatMs = Math.floor((info.config.idle_heartbeat ?? 0) / 1e6);
-    const consumer = await jetstream(source.nc).consumers.getBoundPushConsumer({
-      deliver_subject: source.deliverSubject,
-      ...(info.config.idle_heartbeat ? { idle_heartbeat: info.config.idle_heartbeat } : {}),
-    });
-    const messages = await consumer.consume({ callback: (m) => this.#arrive(m) });
-    this.#messages = messages;
+    this.#idleHeartbeat = info.config.idle_heartbeat;
     try {
+      await this.#subscribe(source);
       // The server must know the subscription before the consumer points at it.
       await source.nc.flush();
       await source.attach();
     } catch (err) {
       this.#closed = true;
       if (this.#recovering) clearTimeout(this.#recovering.timer);
-      await messages.close().catch(() => undefined);
+      await this.#messages?.close().catch(() => undefined);
       throw err;
     }
-    void (async () => {
-      // Two missed heartbeats: the consumer may have been recreated or moved (a migration, a lost
-      // server): attach again (a no-op when it still points here).
-      for await (const s of messages.status()) {
-        if (s.type !== 'heartbeats_missed' || this.#closed) continue;
-        await source.attach().catch((err) => this.#fail(err, 'delivery'));
-      }
-    })();
     // After a reconnect the consumer is checked at once rather than after two missed heartbeats
-    // (30 s apart, so that idle agents cost the server little): one that no longer points at this
-    // connection (made again by a service while we were away) is attached again.
+    // (30 s apart, so that idle agents cost the server little).
     void (async () => {
       for await (const s of source.nc.status()) {
         if (this.#closed) break;
-        if (s.type !== 'reconnect') continue;
-        try {
-          await source.nc.flush();
-          // Asked again while JetStream does not answer yet (a restarted server, leaders being
-          // elected), for as long as two heartbeats would have taken to tell.
-          const now = await retryIdempotent(() => source.info(), {
-            deadlineMs: Math.max(10_000, 2 * heartbeatMs),
-            retryable: () => !this.#closed && !source.nc.isClosed(),
-          });
-          if (now.config.deliver_subject !== source.deliverSubject) await source.attach();
-        } catch (err) {
-          if (!this.#closed) this.#fail(err, 'delivery');
-        }
+        if (s.type === 'reconnect') await this.#check(source);
       }
     })();
     // Held and running messages must not time out: tell the server we are working on them.
@@ -360,6 +338,75 @@ export class DeliveryEngine {
       },
       Math.max(500, Math.floor(ackWaitMs / 3)),
     );
+  }
+
+  /**
+   * Subscribes this connection to its deliver subject. A subscription it had is dropped first: the
+   * server sees the interest go and come back, which is what tells a push consumer it has a
+   * subscriber (a second subscription beside the first would not).
+   */
+  async #subscribe(source: InboxSource): Promise<void> {
+    await this.#messages?.close().catch(() => undefined);
+    const consumer = await jetstream(source.nc).consumers.getBoundPushConsumer({
+      deliver_subject: source.deliverSubject,
+      ...(this.#idleHeartbeat ? { idle_heartbeat: this.#idleHeartbeat } : {}),
+    });
+    const messages = await consumer.consume({ callback: (m) => this.#arrive(m) });
+    this.#messages = messages;
+    void (async () => {
+      for await (const s of messages.status()) {
+        // Two missed heartbeats: the consumer may have been recreated or moved (a migration, a lost
+        // server), or lost this subscription: see #check.
+        if (s.type === 'heartbeats_missed' && !this.#closed && this.#messages === messages)
+          await this.#check(source);
+      }
+    })();
+  }
+
+  /**
+   * Whether the inbox consumer still delivers to this connection, mended if not: a consumer that
+   * points elsewhere (made again by a service while we were away) is attached again, and one that
+   * points here but has no subscriber bound, as the server sees it, is subscribed to again.
+   *
+   * The second is a server defect: nats-server before 2.10.28 (and 2.11.0–2.11.1) marks a push
+   * consumer inactive when a delivery fails as a connection closes, even with a subscriber there
+   * (nats-server PR #6807), and a consumer that registers for interest while the subscription
+   * arrives can miss it. Either way it delivers nothing until the interest changes. The server
+   * answers `push_bound: false` for it; asked twice, UNBOUND_RECHECK_MS apart, since a subscription
+   * it has just seen takes a moment to mark the consumer bound.
+   */
+  async #check(source: InboxSource): Promise<void> {
+    if (this.#checking || this.#closed) return;
+    this.#checking = true;
+    try {
+      for (let look = 0; ; look++) {
+        await source.nc.flush();
+        // Asked again while JetStream does not answer yet (a restarted server, leaders being
+        // elected), for as long as two heartbeats would have taken to tell.
+        const now = await retryIdempotent(() => source.info(), {
+          deadlineMs: Math.max(10_000, (2 * (this.#idleHeartbeat ?? 0)) / 1e6),
+          retryable: () => !this.#closed && !source.nc.isClosed(),
+        });
+        if (this.#closed) return;
+        if (now.config.deliver_subject !== source.deliverSubject) return await source.attach();
+        if (now.push_bound) return;
+        if (look === 1) break;
+        await new Promise((r) => setTimeout(r, UNBOUND_RECHECK_MS));
+      }
+      await this.#subscribe(source);
+      await source.nc.flush();
+      this.#fail(
+        new Error('the inbox consumer had no subscriber bound as the server saw it: subscribed again'),
+        'delivery',
+        {
+          reason: 'inbox_unbound',
+        },
+      );
+    } catch (err) {
+      if (!this.#closed) this.#fail(err, 'delivery');
+    } finally {
+      this.#checking = false;
+    }
   }
 
   /**

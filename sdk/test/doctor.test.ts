@@ -13,13 +13,25 @@ describe('nats-server known defects', () => {
   it('names the defects of a version and what Parley does about each', () => {
     assert.deepEqual(
       serverDefects('2.9.10').map((d) => [d.id, d.status]),
-      [['lost-pull-timeout', 'mitigated']],
+      [
+        ['lost-pull-timeout', 'mitigated'],
+        ['inactive-push-consumer', 'mitigated'],
+      ],
     );
-    assert.deepEqual(serverDefects('2.9.16'), []);
+    assert.deepEqual(
+      serverDefects('2.9.16').map((d) => d.id),
+      ['inactive-push-consumer'],
+    );
     assert.deepEqual(
       serverDefects('2.10.21').map((d) => d.id),
-      ['kill9-stream-loss'],
+      ['inactive-push-consumer', 'kill9-stream-loss'],
     );
+    assert.deepEqual(serverDefects('2.10.28'), []);
+    assert.deepEqual(
+      serverDefects('2.11.1').map((d) => d.id),
+      ['inactive-push-consumer'],
+    );
+    assert.deepEqual(serverDefects('2.11.2'), []);
     assert.deepEqual(
       serverDefects('v2.12.1').map((d) => [d.id, d.status]),
       [['jepsen-2.12.1', 'upgrade']],
