@@ -62,6 +62,17 @@ export function serverDefects(version: string): ServerDefect[] {
         'the SDK asks its inbox consumer after a reconnect and after missed heartbeats and subscribes again when the server reports nobody bound; the fan-out does the same for its partitions',
     });
   }
+  if (within(version, '2.9.0', '2.11.11') || within(version, '2.12.0', '2.12.1')) {
+    out.push({
+      id: 'consumer-state-reset',
+      summary:
+        'a consumer’s state file is rewritten in place (truncate, then write), so a kill -9 between the two brings the consumer back at its start, pushing its whole stream again (7 of 1,800 state files empty after 60 kill -9s under load, 2.9.10)',
+      fixedIn: '2.11.11 and 2.12.1',
+      status: 'upgrade',
+      action:
+        'upgrade to 2.11.11+ or 2.12.1+ (the chart and compose pin 2.12.3). Until then the fan-out goes on after the last entry it acknowledged; an inbox is pushed whole again: a running agent recognises what it handled, an agent restarted after such a crash without a cursorStore handles it again',
+    });
+  }
   if (within(version, '2.10.20', '2.10.23')) {
     out.push({
       id: 'kill9-stream-loss',

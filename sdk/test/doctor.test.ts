@@ -16,22 +16,34 @@ describe('nats-server known defects', () => {
       [
         ['lost-pull-timeout', 'mitigated'],
         ['inactive-push-consumer', 'mitigated'],
+        ['consumer-state-reset', 'upgrade'],
       ],
     );
     assert.deepEqual(
       serverDefects('2.9.16').map((d) => d.id),
-      ['inactive-push-consumer'],
+      ['inactive-push-consumer', 'consumer-state-reset'],
     );
     assert.deepEqual(
       serverDefects('2.10.21').map((d) => d.id),
-      ['inactive-push-consumer', 'kill9-stream-loss'],
+      ['inactive-push-consumer', 'consumer-state-reset', 'kill9-stream-loss'],
     );
-    assert.deepEqual(serverDefects('2.10.28'), []);
+    assert.deepEqual(
+      serverDefects('2.10.28').map((d) => d.id),
+      ['consumer-state-reset'],
+    );
     assert.deepEqual(
       serverDefects('2.11.1').map((d) => d.id),
-      ['inactive-push-consumer'],
+      ['inactive-push-consumer', 'consumer-state-reset'],
     );
-    assert.deepEqual(serverDefects('2.11.2'), []);
+    assert.deepEqual(
+      serverDefects('2.11.2').map((d) => d.id),
+      ['consumer-state-reset'],
+    );
+    assert.deepEqual(serverDefects('2.11.11'), []);
+    assert.deepEqual(
+      serverDefects('2.12.0').map((d) => d.id),
+      ['consumer-state-reset', 'jepsen-2.12.1'],
+    );
     assert.deepEqual(
       serverDefects('v2.12.1').map((d) => [d.id, d.status]),
       [['jepsen-2.12.1', 'upgrade']],

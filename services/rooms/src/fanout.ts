@@ -375,6 +375,13 @@ export function createFanout(o: FanoutOptions) {
     }
     const logEnd = await logEndOf();
     const wentBack = delivered.lost !== undefined || (await logWentBack(reader, info, logEnd, acked));
+    // The server forgot acknowledgements this worker made: nats-server before 2.11.11 (and 2.12.0)
+    // rewrites a consumer's state file in place, and a kill -9 between the truncate and the write
+    // brings the consumer back empty, at the start of the log. With AckAll the last entry this
+    // worker acknowledged is a floor (everything before it in the partition was handled): the
+    // consumer is made again after it instead of pushing the whole log again.
+    const floor = acked && !wentBack ? Math.min(acked.seq, logEnd) : 0;
+    const forgot = floor > info.ack_floor.stream_seq;
     // The heartbeat must be the one the worker expects (a consumer from an earlier version has 5 s:
     // the worker would count every second without one as missed). A consumer that held entries
     // and pushed none to a bound subscription is made again (`recreate`): subscribing again did not
@@ -384,6 +391,7 @@ export function createFanout(o: FanoutOptions) {
     if (
       !recreate &&
       !wentBack &&
+      !forgot &&
       info.config.deliver_subject === base.deliver_subject &&
       info.config.idle_heartbeat === base.idle_heartbeat &&
       info.num_ack_pending === 0
@@ -392,8 +400,15 @@ export function createFanout(o: FanoutOptions) {
     const rewinds = wentBack && handledAny;
     const from: StartAt = rewinds
       ? await resumeAt(reader, delivered, async () => logEnd)
-      : { start: Math.min(info.ack_floor.stream_seq, logEnd) + 1 };
+      : { start: Math.max(Math.min(info.ack_floor.stream_seq, logEnd), floor) + 1 };
     const where = 'since' in from ? { since: from.since } : { start: from.start };
+    // Below what the worker acknowledged, the server does not even remember delivering: its state
+    // was lost (an ack floor merely behind the worker's last ack is an ack in flight).
+    if (forgot && info.delivered.stream_seq < floor)
+      log.warn(
+        { partition: p, ackFloor: info.ack_floor.stream_seq, acked: floor, start: floor + 1 },
+        'the partition consumer forgot what it had delivered (nats-server lost its state file): made again after the last entry acknowledged',
+      );
     if (wentBack)
       log.warn(
         {
@@ -1014,6 +1029,7 @@ export function createFanout(o: FanoutOptions) {
 
   /** Why a worker starts over when its consumer holds entries and pushes none (see `recheck`). */
   const STALLED = 'partition consumer pushes nothing';
+  const FORGOTTEN = 'the partition consumer started over from the start of the room log';
 
   /**
    * Why a partition consumer delivers nothing to a worker holding nothing, or undefined when it is
@@ -1276,7 +1292,10 @@ export function createFanout(o: FanoutOptions) {
               const d = m.info.deliverySequence;
               if (d > sub.lastDelivery + 1) gap = true;
               // Lower or equal: the server went back (it restarted with older state) and sends
-              // again what may have been handled: the cursors make that idempotent.
+              // again what may have been handled: the cursors make that idempotent. Back to the
+              // first delivery, below what this worker acknowledged: the server lost the consumer's
+              // state (see ensureConsumer) and would push the partition's whole log again.
+              else if (d === 1 && sub.lastDelivery > 0 && acked && m.seq <= acked.seq) kick(sub, FORGOTTEN);
               sub.lastDelivery = d;
               sub.arrivals++;
               queue.push(m);
@@ -1356,6 +1375,9 @@ export function createFanout(o: FanoutOptions) {
                 break;
               }
             }
+            // Told to start over while it waited (see `kick`): no batch of the old subscription is
+            // handled, so `acked` stays the last entry handled before (the point to go on after).
+            if (sub.restart) throw new Error(sub.restart);
             if (gap) throw new Error('deliveries lost in transit: restarting at the ack floor');
             sub.busy = true;
             const taken = queue.splice(0, o.batchSize);
