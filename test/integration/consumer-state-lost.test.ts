@@ -65,7 +65,8 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
   let parley: TestParley;
   let nc: NatsConnection;
   before(async () => {
-    parley = await startParley();
+    // One node: the state files are emptied on disk while it is stopped.
+    parley = await startParley({ nodes: 1 });
     nc = await connectService(parley);
   });
   after(async () => {
