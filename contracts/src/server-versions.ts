@@ -96,7 +96,7 @@ export function serverDefects(version: string): ServerDefect[] {
   return out;
 }
 
-/** One line for a banner: the version and its defects with what Parley does. */
+/** One line for a banner: the version and its defects, handled or to upgrade (`parley doctor` says more). */
 export function describeServer(version: string): string {
   const defects = serverDefects(version);
   if (compareServerVersions(version, MIN_SERVER_VERSION) < 0) {
@@ -104,9 +104,6 @@ export function describeServer(version: string): string {
   }
   if (defects.length === 0) return `nats-server ${version}: no known defect that affects Parley`;
   return `nats-server ${version}: ${defects
-    .map(
-      (d) =>
-        `${d.id} (fixed in ${d.fixedIn}) — ${d.status === 'mitigated' ? `handled: ${d.action}` : d.action}`,
-    )
-    .join('; ')}`;
+    .map((d) => `${d.id} (${d.status === 'mitigated' ? 'handled' : `fixed in ${d.fixedIn}: upgrade`})`)
+    .join(', ')} — parley doctor says what each is and what Parley does`;
 }

@@ -49,7 +49,11 @@ describe('nats-server known defects', () => {
       [['jepsen-2.12.1', 'upgrade']],
     );
     assert.deepEqual(serverDefects('2.12.3'), []);
-    assert.match(describeServer('2.9.10'), /^nats-server 2\.9\.10: lost-pull-timeout .*push consumers/);
+    assert.equal(
+      describeServer('2.9.10'),
+      'nats-server 2.9.10: lost-pull-timeout (handled), inactive-push-consumer (handled), consumer-state-reset (fixed in 2.11.11 and 2.12.1: upgrade) — parley doctor says what each is and what Parley does',
+    );
+    assert.equal(describeServer('2.12.3'), 'nats-server 2.12.3: no known defect that affects Parley');
     assert.match(describeServer('2.8.4'), /not supported/);
   });
 });
