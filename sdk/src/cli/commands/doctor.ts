@@ -255,14 +255,16 @@ export function registerDoctorCommand(program: Command, ctx: CliContext): void {
     .description('check the local setup: home, creds, server (version and known defects), clock, inbox')
     .action(async (_o, cmd: Command) => {
       const checks = await runDoctor(ctx.globals(cmd), ctx.env);
-      ctx.print(cmd, checks, (cs) =>
-        cs
+      ctx.print(cmd, checks, (cs) => {
+        // One column for the names, as wide as the longest (a defect's id can be long).
+        const width = Math.max(26, ...cs.map((c) => c.name.length));
+        return cs
           .map(
             (c) =>
-              `${MARK[c.status]} ${c.name.padEnd(26)} ${c.detail}${c.fix ? `\n  ${''.padEnd(26)} fix: ${c.fix}` : ''}`,
+              `${MARK[c.status]} ${c.name.padEnd(width)} ${c.detail}${c.fix ? `\n  ${''.padEnd(width)} fix: ${c.fix}` : ''}`,
           )
-          .join('\n'),
-      );
+          .join('\n');
+      });
       const failed = checks.filter((c) => c.status === 'fail');
       if (failed.length > 0) {
         throw new Error(
