@@ -448,6 +448,14 @@ export const roomsApi = {
           .string()
           .regex(/^[A-Za-z0-9]{8,40}$/)
           .describe('A random token naming this connection’s subscription.'),
+        resumeAfter: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe(
+            'An inbox position the consumer acknowledged everything up to, as it told this connection earlier. When its acknowledgement floor is now below it (nats-server lost the consumer’s state and brought it back at its start), the consumer is made again after it instead of pushing the inbox again. Only while the consumer points at this session.',
+          ),
       }),
     ),
     response: named(
@@ -455,6 +463,11 @@ export const roomsApi = {
       z.object({
         deliverSubject: z.string(),
         migrated: z.boolean().describe('A pull inbox consumer was replaced by a push one.'),
+        resumedAfter: z
+          .number()
+          .int()
+          .optional()
+          .describe('Set when the consumer was made again after `resumeAfter`.'),
       }),
     ),
   }),

@@ -211,29 +211,32 @@ export class Agent {
     // deliveries (a second process of the same participant is refused with CONFLICT).
     const session = nuid.next();
     const jsm = await jetstreamManager(this.nc, { checkAPI: false });
+    const attachInbox = (req: { session: string; resumeAfter?: number }) =>
+      retryIdempotent(
+        (left) =>
+          this.call(roomsApi.attachInbox, req, {
+            timeout: Math.max(1_000, Math.min(ATTACH_TIMEOUT_MS, left)),
+          }),
+        {
+          deadlineMs: ATTACH_DEADLINE_MS,
+          retryable: (err) =>
+            isParleyError(err) && (err.code === 'DEADLINE_EXCEEDED' || err.code === 'UNAVAILABLE'),
+        },
+      );
     await this.#ensureEngine().start({
       nc: this.nc,
       deliverSubject: subjects.inboxDeliver(this.id, session),
       info: () => jsm.consumers.info(inboxStream(this.id), this.id),
+      // Attaching is two JetStream API calls on the server: when thousands of agents connect at
+      // once (a restart, pnpm bench:scale) they queue past one request's timeout, and right after a
+      // nats-server restart the rooms service may not be back yet. Both calls are idempotent (the
+      // same session again; a consumer already past the floor is left alone), so a timeout or an
+      // unavailable service is tried again rather than leave this agent deaf.
       attach: async () => {
-        // Attaching is two JetStream API calls on the server: when thousands of agents connect at
-        // once (a restart, pnpm bench:scale) they queue past one request's timeout. Attaching the
-        // same session again is harmless, so a timeout is tried again rather than leave this agent
-        // deaf.
-        await retryIdempotent(
-          (left) =>
-            this.call(
-              roomsApi.attachInbox,
-              { session },
-              { timeout: Math.max(1_000, Math.min(ATTACH_TIMEOUT_MS, left)) },
-            ),
-          {
-            deadlineMs: ATTACH_DEADLINE_MS,
-            retryable: (err) =>
-              isParleyError(err) && (err.code === 'DEADLINE_EXCEEDED' || err.code === 'UNAVAILABLE'),
-          },
-        );
+        await attachInbox({ session });
       },
+      resume: async (after) =>
+        (await attachInbox({ session, resumeAfter: after })).resumedAfter !== undefined,
     });
   }
 

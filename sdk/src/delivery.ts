@@ -226,6 +226,11 @@ export interface InboxSource {
   info(): Promise<ConsumerInfo>;
   /** Points the consumer at `deliverSubject`. */
   attach(): Promise<void>;
+  /**
+   * Makes the consumer, when it acknowledged less than `after` (nats-server lost its state), go on
+   * after `after`; true when it was made again.
+   */
+  resume?(after: number): Promise<boolean>;
 }
 
 /** An inbox message in a lane, with when it reached this process (see {@link Delivery.receivedAt}). */
@@ -247,6 +252,8 @@ const SEEN_CAPACITY = 20_000;
 const BACKFILL_RETRY_MS = 60_000;
 /** How long after finding its consumer unbound the engine asks again before subscribing again. */
 const UNBOUND_RECHECK_MS = 500;
+/** Deliveries dealt with between two readings of the consumer's acknowledgement floor. */
+const FLOOR_EVERY = 250;
 const decoder = new TextDecoder();
 
 /** A delivery queued in pull mode; `msg` is absent for one backfilled from history. */
@@ -264,6 +271,16 @@ export class DeliveryEngine {
   #messages: ConsumerMessages | undefined;
   #idleHeartbeat: number | undefined;
   #checking = false;
+  #source: InboxSource | undefined;
+  // The highest acknowledgement floor the server reported (an inbox position everything up to which
+  // was acknowledged), how many deliveries were dealt with since it was read, whether a reading is
+  // on its way, and the floor the consumer was last made to go on after (see #resume).
+  #floor = 0;
+  #sinceFloor = 0;
+  #readingFloor = false;
+  #resumedAt = 0;
+  #gaveUpAt = 0;
+  #resuming = false;
   #keepalive: NodeJS.Timeout | undefined;
   #recovering: { upTo: number; expect: number; seen: number; timer: NodeJS.Timeout } | undefined;
   #maxDeliver = 5;
@@ -311,6 +328,8 @@ export class DeliveryEngine {
     // consumer was made with (nats-server 2.9 cannot change it: consumers made by an earlier version
     // keep 5 s), so a slower one is never counted as missed.
     this.#idleHeartbeat = info.config.idle_heartbeat;
+    this.#source = source;
+    this.#floor = info.ack_floor.stream_seq;
     try {
       await this.#subscribe(source);
       // The server must know the subscription before the consumer points at it.
@@ -389,6 +408,7 @@ export class DeliveryEngine {
         });
         if (this.#closed) return;
         if (now.config.deliver_subject !== source.deliverSubject) return await source.attach();
+        this.#noteFloor(now);
         if (now.push_bound) return;
         if (look === 1) break;
         await new Promise((r) => setTimeout(r, UNBOUND_RECHECK_MS));
@@ -534,6 +554,18 @@ export class DeliveryEngine {
       return;
     }
     if (this.options.mode === 'pull' && this.#replaceHeld(m)) return;
+    // A first delivery at or below a floor the server reported: acknowledged before, pushed again by
+    // a consumer that lost its state (see #resume). Neither handled nor acknowledged while the
+    // consumer is made again, so the server stops at its max_ack_pending instead of pushing the
+    // whole inbox; nor after, when it is what the old consumer still had on its way. When making it
+    // again failed, handled as any delivery (recognised as handled before).
+    if (m.info.deliveryCount === 1 && m.seq <= this.#floor) {
+      if (this.#resuming || m.seq <= this.#resumedAt) return;
+      if (this.#gaveUpAt < this.#floor) {
+        void this.#resume();
+        return;
+      }
+    }
     const r = this.#recovering;
     if (r && m.seq <= r.upTo && ++r.seen >= r.expect) this.#endRecovery(false);
     const key = this.#laneKey(m);
@@ -902,7 +934,67 @@ export class DeliveryEngine {
     );
   }
 
+  /**
+   * Every FLOOR_EVERY deliveries dealt with, reads the consumer's acknowledgement floor (one
+   * JetStream request): what #resume goes on after if nats-server loses the consumer's state.
+   */
+  #dealtWith(): void {
+    const source = this.#source;
+    if (++this.#sinceFloor < FLOOR_EVERY || this.#readingFloor || !source || this.#closed) return;
+    this.#sinceFloor = 0;
+    this.#readingFloor = true;
+    source
+      .info()
+      .then((info) => {
+        if (info.config.deliver_subject === source.deliverSubject) this.#noteFloor(info);
+      })
+      // A missed reading leaves the last one, which is still a floor.
+      .catch(() => undefined)
+      .finally(() => {
+        this.#readingFloor = false;
+      });
+  }
+
+  #noteFloor(info: ConsumerInfo): void {
+    this.#floor = Math.max(this.#floor, info.ack_floor.stream_seq);
+  }
+
+  /**
+   * nats-server before 2.11.11 (and 2.12.0) rewrites a consumer's state file in place; a kill -9
+   * between the truncate and the write brings the consumer back at its start, pushing the whole
+   * inbox again (up to 14 days). Everything up to a floor the server reported was acknowledged, so
+   * the rooms service makes the consumer again after it. Deliveries of the old consumer still on
+   * their way are recognised as handled, as they would have been.
+   */
+  async #resume(): Promise<void> {
+    const source = this.#source;
+    if (this.#resuming || this.#closed || !source?.resume) return;
+    this.#resuming = true;
+    const after = this.#floor;
+    let resumed = false;
+    try {
+      resumed = await source.resume(after);
+      if (resumed)
+        this.#fail(
+          new Error(
+            `the inbox consumer came back at its start (nats-server lost its state): made again after inbox position ${after}`,
+          ),
+          'delivery',
+          { reason: 'inbox_state_lost', resumedAfter: after },
+        );
+    } catch (err) {
+      if (!this.#closed) this.#fail(err, 'delivery');
+    } finally {
+      // Once per floor. Not made again (it failed, or the consumer points elsewhere or is past the
+      // floor by now): what was held back comes again after the ack wait and is dealt with as before.
+      if (resumed) this.#resumedAt = after;
+      else this.#gaveUpAt = after;
+      this.#resuming = false;
+    }
+  }
+
   #remember(id: string): void {
+    this.#dealtWith();
     this.#seen.add(id);
     if (this.#seen.size > SEEN_CAPACITY) {
       const oldest = this.#seen.values().next();

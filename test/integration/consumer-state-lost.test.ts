@@ -14,18 +14,16 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { inboxStream, partitionOf, streams } from '@parley/contracts';
+import { inboxStream, partitionOf, roomsApi, streams } from '@parley/contracts';
 import { partitionConsumer } from '@parley/rooms/internal';
-import type { Delivery } from '@parley/sdk';
 import {
+  codeOf,
   connectService,
   senderAndReceiver,
   startParley,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 /** Empties the state files of a stopped nats-server's consumers of `stream` that `which` picks. */
 async function emptyConsumerState(
@@ -74,11 +72,17 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     await parley?.destroy();
   });
 
-  it('the fan-out goes on after what it acknowledged instead of pushing the room log again; the member handles nothing twice', async () => {
-    const { room, handled, member } = await senderAndReceiver(parley, 'state lost');
+  it('the fan-out and the member go on after what they acknowledged instead of pushing the room log and the inbox again; nothing is handled twice', async () => {
+    const failures: { reason?: unknown }[] = [];
+    const { room, handled, member } = await senderAndReceiver(parley, 'state lost', {
+      onError: (_err, failure) => failures.push({ reason: failure.details?.reason }),
+    });
     const jsm = await jetstreamManager(nc);
-    const earlier = 200;
-    for (let i = 0; i < earlier; i++) await room.send(`m${i}`);
+    // Enough for the SDK to have read its consumer's acknowledgement floor a few times (every 250).
+    const earlier = 1_200;
+    const sent: { id: string; roomSeq: number }[] = [];
+    for (let i = 0; i < earlier; i += 20)
+      sent.push(...(await Promise.all(Array.from({ length: 20 }, (_, k) => room.send(`m${i + k}`)))));
     await waitFor(() => handled.length === earlier, 'the earlier messages to be handled');
     await waitFor(async () => {
       const c = await jsm.consumers.info(inboxStream(member), member);
@@ -105,7 +109,11 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       'the next message to be handled',
       30_000,
     );
-    assert.deepEqual(handled.map(text), [...Array.from({ length: earlier }, (_, i) => `m${i}`), 'next']);
+    // Each once, in room order.
+    assert.deepEqual(
+      handled.map((d) => d.message.id),
+      [...sent.sort((x, y) => x.roomSeq - y.roomSeq).map((m) => m.id), next.id],
+    );
 
     // What the room's partition consumer pushed since the restart: the new message, not the
     // earlier ones again (16: the default PARLEY_PARTITIONS).
@@ -116,13 +124,38 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       partition.delivered.consumer_seq < earlier / 4,
       `the partition consumer pushed ${partition.delivered.consumer_seq} entries after the restart`,
     );
-    // The member's inbox consumer did push its whole inbox again, and the SDK recognised each entry
-    // as handled (above): it knows no safe point to go on after (docs/architecture.md, "A consumer
-    // whose state nats-server lost").
+    // The member's inbox consumer: made again after the last floor the SDK read (at most 250
+    // deliveries before the crash, plus the one still on its way), not pushed whole again.
     const inbox = await answered(() => jsm.consumers.info(inboxStream(member), member));
-    assert.ok(
-      inbox.delivered.consumer_seq > earlier,
-      `the inbox consumer came back with its state and pushed only ${inbox.delivered.consumer_seq} entries`,
+    console.log(
+      `consumer-state-lost: the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart, the partition consumer ${partition.delivered.consumer_seq}`,
     );
+    assert.ok(
+      inbox.delivered.consumer_seq < earlier / 2,
+      `the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart`,
+    );
+    assert.deepEqual(
+      failures.map((f) => f.reason),
+      ['inbox_state_lost'],
+    );
+  });
+
+  it('refuses to move an inbox past its end, or one another connection receives, and changes nothing', async () => {
+    const { receiver, member } = await senderAndReceiver(parley, 'resume refused');
+    const jsm = await jetstreamManager(nc);
+    const was = await jsm.consumers.info(inboxStream(member), member);
+    const end = (await jsm.streams.info(inboxStream(member))).state.last_seq;
+    const past = await codeOf(
+      receiver.call(roomsApi.attachInbox, { session: 'OtherSession1', resumeAfter: end + 1 }),
+    );
+    assert.equal(past, 'INVALID_ARGUMENT');
+    // Pointed at the receiver's own session, not this one: not this call's to move.
+    const other = await codeOf(
+      receiver.call(roomsApi.attachInbox, { session: 'OtherSession1', resumeAfter: end }),
+    );
+    assert.equal(other, 'CONFLICT');
+    const now = await jsm.consumers.info(inboxStream(member), member);
+    assert.equal(now.config.deliver_subject, was.config.deliver_subject);
+    assert.equal(now.created, was.created);
   });
 });

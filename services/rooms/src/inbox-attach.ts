@@ -19,16 +19,26 @@ export interface AttachResult {
   deliverSubject: string;
   /** A pull consumer made by an earlier version was replaced by a push one at its ack floor. */
   migrated: boolean;
+  /** The consumer was made again after this inbox position (see {@link resumeInbox}). */
+  resumedAfter?: number;
 }
 
-/** Attaches `caller`'s inbox consumer to `_INBOX.<caller>.deliver.<session>`. */
+/**
+ * Attaches `caller`'s inbox consumer to `_INBOX.<caller>.deliver.<session>`; with `resumeAfter`,
+ * first makes a consumer that forgot its position go on after it (see {@link resumeInbox}).
+ */
 export async function attachInbox(
   jsm: JetStreamManager,
   log: Logger,
   caller: string,
   session: string,
+  resumeAfter?: number,
 ): Promise<AttachResult> {
   const target = subjects.inboxDeliver(caller, session);
+  if (resumeAfter !== undefined) {
+    const resumed = await resumeInbox(jsm, log, caller, target, resumeAfter);
+    if (resumed) return { deliverSubject: target, migrated: false, resumedAfter: resumeAfter };
+  }
   // The common case first: a push consumer pointed at a new session. `consumers.update` reads the
   // consumer and writes it (two JetStream API calls); reading it first as well made attaching three,
   // and thousands of agents connecting at once queue on the server's API (pnpm bench:scale).
@@ -88,5 +98,62 @@ async function migrate(
     ...(start > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : {}),
   });
   log.info({ participant: caller, start }, 'pull inbox consumer migrated to push delivery');
+  return true;
+}
+
+/**
+ * nats-server before 2.11.11 (and 2.12.0) rewrites a consumer's state file in place, and a kill -9
+ * between the truncate and the write brings the consumer back at its start: it would push the
+ * participant's whole inbox again (up to 14 days). The SDK remembers the acknowledgement floor the
+ * server told it last; when the consumer, still pointed at the caller's session, is now below it,
+ * it is made again after it. Everything up to a floor the server reported was acknowledged, so
+ * nothing the participant has not handled is skipped. True when it was made again.
+ */
+async function resumeInbox(
+  jsm: JetStreamManager,
+  log: Logger,
+  caller: string,
+  target: string,
+  after: number,
+): Promise<boolean> {
+  const stream = inboxStream(caller);
+  let info: ConsumerInfo;
+  let last: number;
+  try {
+    info = await jsm.consumers.info(stream, caller);
+    last = (await jsm.streams.info(stream)).state.last_seq;
+  } catch (err) {
+    if (isConsumerNotFound(err))
+      throw new ParleyError('NOT_FOUND', `${caller} has no inbox (not registered, or deregistered)`);
+    throw new ParleyError('UNAVAILABLE', `the inbox of ${caller} could not be read now; try again`, {
+      cause: err,
+      retryAfterMs: 1_000,
+    });
+  }
+  if (after > last)
+    throw new ParleyError(
+      'INVALID_ARGUMENT',
+      `resumeAfter ${after} is past the end of ${caller}'s inbox stream (${last}): nothing was changed`,
+      { details: { resumeAfter: after, inboxEnd: last } },
+    );
+  // Another session's consumer is not this caller's to move; one at or past the floor is fine.
+  if (info.config.deliver_subject !== target || info.ack_floor.stream_seq >= after) return false;
+  const config = inboxConsumerConfig(caller, {
+    inboxAckWaitMs: Math.round((info.config.ack_wait ?? nanos(30_000)) / 1e6),
+    inboxConsumerReplicas: info.config.num_replicas || 1,
+  });
+  await jsm.consumers.delete(stream, caller);
+  await jsm.consumers.add(stream, {
+    ...config,
+    ...(info.config.max_deliver ? { max_deliver: info.config.max_deliver } : {}),
+    ...(info.config.max_ack_pending ? { max_ack_pending: info.config.max_ack_pending } : {}),
+    deliver_subject: target,
+    deliver_policy: DeliverPolicy.StartSequence,
+    opt_start_seq: after + 1,
+  });
+  log.warn(
+    { participant: caller, ackFloor: info.ack_floor.stream_seq, delivered: info.delivered.stream_seq, after },
+    'inbox consumer below the floor it reported before (nats-server lost its state): made again after it',
+  );
   return true;
 }

@@ -158,7 +158,9 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
           }),
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
           bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
-          bind(roomsApi.attachInbox, (req, ctx) => attachInbox(jsm, log, ctx.caller, req.session)),
+          bind(roomsApi.attachInbox, (req, ctx) =>
+            attachInbox(jsm, log, ctx.caller, req.session, req.resumeAfter),
+          ),
         ],
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics, standing },
       );
