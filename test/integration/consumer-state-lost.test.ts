@@ -24,6 +24,7 @@ import {
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
+import { streamDir } from './fixtures/store.js';
 
 /** Empties the state files of a stopped nats-server's consumers of `stream` that `which` picks. */
 async function emptyConsumerState(
@@ -31,22 +32,11 @@ async function emptyConsumerState(
   stream: string,
   which: (name: string) => boolean,
 ): Promise<number> {
-  let emptied = 0;
-  const visit = async (dir: string): Promise<void> => {
-    for (const e of await readdir(dir, { withFileTypes: true })) {
-      if (!e.isDirectory()) continue;
-      const path = join(dir, e.name);
-      if (e.name === 'obs' && dir.endsWith(`/${stream}`)) {
-        for (const c of await readdir(path)) {
-          if (!which(c)) continue;
-          await truncate(join(path, c, 'o.dat'), 0);
-          emptied++;
-        }
-      } else await visit(path);
-    }
-  };
-  await visit(root);
-  return emptied;
+  const dir = await streamDir(root, stream);
+  assert.ok(dir, `${stream} is in the store`);
+  const consumers = (await readdir(join(dir, 'obs'))).filter(which);
+  for (const c of consumers) await truncate(join(dir, 'obs', c, 'o.dat'), 0);
+  return consumers.length;
 }
 
 /** What `ask` answers once it does (the test's own connection may still be reconnecting). */

@@ -26,20 +26,9 @@ import {
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
+import { streamDir } from './fixtures/store.js';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-
-/** The directory of a stream's store under a nats-server store directory. */
-async function streamDir(root: string, stream: string): Promise<string | undefined> {
-  for (const e of await readdir(root, { withFileTypes: true })) {
-    if (!e.isDirectory()) continue;
-    const path = join(root, e.name);
-    if (e.name === stream) return path;
-    const found = await streamDir(path, stream);
-    if (found) return found;
-  }
-  return undefined;
-}
 
 /**
  * Cuts every record after sequence `keep` from a stopped nats-server's file store of `stream` (2.9

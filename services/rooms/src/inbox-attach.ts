@@ -46,8 +46,7 @@ export async function attachInbox(
     await jsm.consumers.update(inboxStream(caller), caller, { deliver_subject: target });
     return { deliverSubject: target, migrated: false };
   } catch (err) {
-    if (isConsumerNotFound(err))
-      throw new ParleyError('NOT_FOUND', `${caller} has no inbox (not registered, or deregistered)`);
+    if (isConsumerNotFound(err)) throw noInbox(caller);
     if (isConsumerInUse(err)) {
       throw new ParleyError(
         'CONFLICT',
@@ -84,11 +83,30 @@ async function migrate(
   target: string,
   info: ConsumerInfo,
 ): Promise<true> {
+  const start = info.ack_floor.stream_seq + 1;
+  await recreateAt(jsm, caller, target, info, start);
+  log.info({ participant: caller, start }, 'pull inbox consumer migrated to push delivery');
+  return true;
+}
+
+const noInbox = (caller: string) =>
+  new ParleyError('NOT_FOUND', `${caller} has no inbox (not registered, or deregistered)`);
+
+/**
+ * Makes `caller`'s inbox consumer again, pointed at `target` and starting at inbox position `start`,
+ * with the limits the one it replaces (`info`) had.
+ */
+async function recreateAt(
+  jsm: JetStreamManager,
+  caller: string,
+  target: string,
+  info: ConsumerInfo,
+  start: number,
+): Promise<void> {
   const config = inboxConsumerConfig(caller, {
     inboxAckWaitMs: Math.round((info.config.ack_wait ?? nanos(30_000)) / 1e6),
     inboxConsumerReplicas: info.config.num_replicas || 1,
   });
-  const start = info.ack_floor.stream_seq + 1;
   await jsm.consumers.delete(inboxStream(caller), caller);
   await jsm.consumers.add(inboxStream(caller), {
     ...config,
@@ -97,8 +115,6 @@ async function migrate(
     deliver_subject: target,
     ...(start > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : {}),
   });
-  log.info({ participant: caller, start }, 'pull inbox consumer migrated to push delivery');
-  return true;
 }
 
 /**
@@ -123,8 +139,7 @@ async function resumeInbox(
     info = await jsm.consumers.info(stream, caller);
     last = (await jsm.streams.info(stream)).state.last_seq;
   } catch (err) {
-    if (isConsumerNotFound(err))
-      throw new ParleyError('NOT_FOUND', `${caller} has no inbox (not registered, or deregistered)`);
+    if (isConsumerNotFound(err)) throw noInbox(caller);
     throw new ParleyError('UNAVAILABLE', `the inbox of ${caller} could not be read now; try again`, {
       cause: err,
       retryAfterMs: 1_000,
@@ -138,19 +153,7 @@ async function resumeInbox(
     );
   // Another session's consumer is not this caller's to move; one at or past the floor is fine.
   if (info.config.deliver_subject !== target || info.ack_floor.stream_seq >= after) return false;
-  const config = inboxConsumerConfig(caller, {
-    inboxAckWaitMs: Math.round((info.config.ack_wait ?? nanos(30_000)) / 1e6),
-    inboxConsumerReplicas: info.config.num_replicas || 1,
-  });
-  await jsm.consumers.delete(stream, caller);
-  await jsm.consumers.add(stream, {
-    ...config,
-    ...(info.config.max_deliver ? { max_deliver: info.config.max_deliver } : {}),
-    ...(info.config.max_ack_pending ? { max_ack_pending: info.config.max_ack_pending } : {}),
-    deliver_subject: target,
-    deliver_policy: DeliverPolicy.StartSequence,
-    opt_start_seq: after + 1,
-  });
+  await recreateAt(jsm, caller, target, info, after + 1);
   log.warn(
     { participant: caller, ackFloor: info.ack_floor.stream_seq, delivered: info.delivered.stream_seq, after },
     'inbox consumer below the floor it reported before (nats-server lost its state): made again after it',
