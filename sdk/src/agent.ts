@@ -232,9 +232,7 @@ export class Agent {
       // nats-server restart the rooms service may not be back yet. Both calls are idempotent (the
       // same session again; a consumer already past the floor is left alone), so a timeout or an
       // unavailable service is tried again rather than leave this agent deaf.
-      attach: async () => {
-        await attachInbox({ session });
-      },
+      attach: async () => (await attachInbox({ session })).resumedAfter,
       resume: async (after) =>
         (await attachInbox({ session, resumeAfter: after })).resumedAfter !== undefined,
     });

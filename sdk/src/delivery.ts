@@ -224,8 +224,12 @@ export interface InboxSource {
   deliverSubject: string;
   /** The consumer's info (limits, and what a crashed predecessor held). */
   info(): Promise<ConsumerInfo>;
-  /** Points the consumer at `deliverSubject`. */
-  attach(): Promise<void>;
+  /**
+   * Points the consumer at `deliverSubject`. Resolves the inbox position it goes on after when the
+   * rooms service found it below the floor recorded for it (nats-server lost its state) and made it
+   * again there first.
+   */
+  attach(): Promise<number | undefined>;
   /**
    * Makes the consumer, when it acknowledged less than `after` (nats-server lost its state), go on
    * after `after`; true when it was made again.
@@ -334,7 +338,7 @@ export class DeliveryEngine {
       await this.#subscribe(source);
       // The server must know the subscription before the consumer points at it.
       await source.nc.flush();
-      await source.attach();
+      await this.#attach(source);
     } catch (err) {
       this.#closed = true;
       if (this.#recovering) clearTimeout(this.#recovering.timer);
@@ -407,7 +411,7 @@ export class DeliveryEngine {
           retryable: () => !this.#closed && !source.nc.isClosed(),
         });
         if (this.#closed) return;
-        if (now.config.deliver_subject !== source.deliverSubject) return await source.attach();
+        if (now.config.deliver_subject !== source.deliverSubject) return await this.#attach(source);
         this.#noteFloor(now);
         if (now.push_bound) return;
         if (look === 1) break;
@@ -953,6 +957,20 @@ export class DeliveryEngine {
       .finally(() => {
         this.#readingFloor = false;
       });
+  }
+
+  /** Attaches the inbox (see {@link InboxSource.attach}) and says when it was made again first. */
+  async #attach(source: InboxSource): Promise<void> {
+    const after = await source.attach();
+    if (after === undefined) return;
+    this.#floor = Math.max(this.#floor, after);
+    this.#fail(
+      new Error(
+        `the inbox consumer was below the floor recorded for it (nats-server lost its state): made again after inbox position ${after}`,
+      ),
+      'delivery',
+      { reason: 'inbox_state_lost', resumedAfter: after },
+    );
   }
 
   #noteFloor(info: ConsumerInfo): void {

@@ -60,9 +60,7 @@ describe('an inbox consumer the server reports unbound', () => {
         unboundAnswers--;
         return { ...info, push_bound: false };
       },
-      attach: async () => {
-        await receiver.call(roomsApi.attachInbox, { session });
-      },
+      attach: async () => (await receiver.call(roomsApi.attachInbox, { session })).resumedAfter,
     });
     try {
       await room.send('m1');

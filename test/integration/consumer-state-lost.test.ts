@@ -13,8 +13,9 @@ import { readdir, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { inboxStream, partitionOf, roomsApi, streams } from '@parley/contracts';
+import { buckets, inboxShardOf, inboxStream, partitionOf, roomsApi, streams } from '@parley/contracts';
 import { partitionConsumer } from '@parley/rooms/internal';
 import {
   codeOf,
@@ -53,8 +54,9 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
   let parley: TestParley;
   let nc: NatsConnection;
   before(async () => {
-    // One node: the state files are emptied on disk while it is stopped.
-    parley = await startParley({ nodes: 1 });
+    // One node: the state files are emptied on disk while it is stopped. The inbox floors are
+    // recorded every 200 ms instead of 10 s.
+    parley = await startParley({ nodes: 1, rooms: { PARLEY_INBOX_FLOORS_MS: 200 } });
     nc = await connectService(parley);
   });
   after(async () => {
@@ -128,6 +130,63 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       failures.map((f) => f.reason),
       ['inbox_state_lost'],
     );
+  });
+
+  it('an agent started after the crash goes on after the floor the rooms service recorded instead of handling its inbox again', async () => {
+    const { room, handled, receiver, member, creds } = await senderAndReceiver(parley, 'restarted after');
+    const jsm = await jetstreamManager(nc);
+    const floors = await new Kvm(nc).open(buckets.inboxFloors);
+    const earlier = 300;
+    for (let i = 0; i < earlier; i += 20)
+      await Promise.all(Array.from({ length: 20 }, (_, k) => room.send(`m${i + k}`)));
+    await waitFor(() => handled.length === earlier, 'the earlier messages to be handled');
+    let floor = 0;
+    await waitFor(async () => {
+      const c = await jsm.consumers.info(inboxStream(member), member);
+      floor = c.ack_floor.stream_seq;
+      return c.num_ack_pending === 0 && floor === c.delivered.stream_seq;
+    }, 'the earlier messages acknowledged');
+    const recorded = async () => {
+      const e = await floors.get(`shard.${inboxShardOf(member)}`);
+      return e?.json<Record<string, number>>()[member];
+    };
+    await waitFor(async () => (await recorded()) === floor, 'the floor recorded');
+    await receiver.close();
+
+    await parley.restartNats({
+      kill: true,
+      whileStopped: async () => {
+        assert.equal(
+          await emptyConsumerState(parley.home.paths.jetstream, inboxStream(member), (c) => c === member),
+          1,
+        );
+      },
+    });
+    // The consumer came back at its start; rounds of recording meanwhile keep the higher floor.
+    const lost = await answered(() => jsm.consumers.info(inboxStream(member), member));
+    assert.equal(lost.ack_floor.stream_seq, 0);
+    assert.equal(await answered(recorded), floor);
+
+    const failures: unknown[] = [];
+    const again = await parley.connect(creds, {
+      onError: (_err, failure) => failures.push(failure.details?.reason),
+    });
+    const handledAgain: string[] = [];
+    again.on('message', (d) => {
+      handledAgain.push(d.message.id);
+    });
+    await again.listening;
+    const next = await room.send('next');
+    await waitFor(() => handledAgain.includes(next.id), 'the next message to be handled', 30_000);
+    console.log(
+      `consumer-state-lost: the restarted agent handled ${handledAgain.length} messages (1 sent after the restart)`,
+    );
+    // Nothing of the earlier 300 handled again.
+    assert.deepEqual(handledAgain, [next.id]);
+    assert.deepEqual(failures, ['inbox_state_lost']);
+    // Made again after the recorded floor: it pushed the new message alone.
+    const inbox = await jsm.consumers.info(inboxStream(member), member);
+    assert.equal(inbox.delivered.consumer_seq, 1);
   });
 
   it('refuses to move an inbox past its end, or one another connection receives, and changes nothing', async () => {

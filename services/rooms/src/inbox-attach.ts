@@ -9,10 +9,16 @@
  * a participant receives, a second one is refused (CONFLICT) instead of both handling the same
  * messages. A process that exits or dies loses its subscription, and the next one can attach.
  */
-import { type ConsumerInfo, DeliverPolicy, type JetStreamManager } from '@nats-io/jetstream';
+import {
+  type ConsumerCreateOptions,
+  type ConsumerInfo,
+  DeliverPolicy,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { inboxStream, ParleyError, subjects } from '@parley/contracts';
 import { inboxConsumerConfig, isConsumerInUse, isConsumerNotFound, type Logger } from '@parley/kit';
+import type { InboxFloors } from './inbox-floors.js';
 
 /** What attaching did. */
 export interface AttachResult {
@@ -23,42 +29,57 @@ export interface AttachResult {
   resumedAfter?: number;
 }
 
+/** What attaching needs. */
+export interface AttachDeps {
+  jsm: JetStreamManager;
+  log: Logger;
+  /** The floors recorded where a crash does not empty them (see inbox-floors.ts). */
+  floors?: InboxFloors | undefined;
+}
+
 /**
  * Attaches `caller`'s inbox consumer to `_INBOX.<caller>.deliver.<session>`; with `resumeAfter`,
- * first makes a consumer that forgot its position go on after it (see {@link resumeInbox}).
+ * first makes a consumer that forgot its position go on after it (see {@link resumeInbox}). A
+ * consumer found below the floor recorded for it is made again after that floor before it is pointed
+ * at the caller (it would push what the caller handled before).
  */
 export async function attachInbox(
-  jsm: JetStreamManager,
-  log: Logger,
+  deps: AttachDeps,
   caller: string,
   session: string,
   resumeAfter?: number,
 ): Promise<AttachResult> {
+  const { jsm, log } = deps;
   const target = subjects.inboxDeliver(caller, session);
   if (resumeAfter !== undefined) {
     const resumed = await resumeInbox(jsm, log, caller, target, resumeAfter);
     if (resumed) return { deliverSubject: target, migrated: false, resumedAfter: resumeAfter };
   }
-  // The common case first: a push consumer pointed at a new session. `consumers.update` reads the
-  // consumer and writes it (two JetStream API calls); reading it first as well made attaching three,
-  // and thousands of agents connecting at once queue on the server's API (pnpm bench:scale).
+  // Two JetStream API calls, as `consumers.update` makes (it reads the consumer, then writes it),
+  // with the check between them: thousands of agents connecting at once queue on the server's API
+  // (pnpm bench:scale), so the common case makes no third.
+  const stream = inboxStream(caller);
   try {
-    await jsm.consumers.update(inboxStream(caller), caller, { deliver_subject: target });
+    const info = await jsm.consumers.info(stream, caller);
+    // A pull consumer cannot become a push one by an update: see below.
+    if (!info.config.deliver_subject)
+      return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
+    const floor = deps.floors?.floorOf(caller) ?? 0;
+    if (info.ack_floor.stream_seq < floor) {
+      if (info.push_bound) throw inUse(caller);
+      const last = (await jsm.streams.info(stream)).state.last_seq;
+      if (floor <= last) {
+        await recreateAfter(jsm, log, caller, target, info, floor, 'the record');
+        return { deliverSubject: target, migrated: false, resumedAfter: floor };
+      }
+      log.warn({ participant: caller, floor, last }, 'recorded inbox floor past the inbox end: ignored');
+    }
+    await jsm.consumers.add(stream, { ...info.config, deliver_subject: target }, UPDATE);
     return { deliverSubject: target, migrated: false };
   } catch (err) {
+    if (err instanceof ParleyError) throw err;
     if (isConsumerNotFound(err)) throw noInbox(caller);
-    if (isConsumerInUse(err)) {
-      throw new ParleyError(
-        'CONFLICT',
-        `another connection of ${caller} is receiving its deliveries: one process per participant at a time (stop the other one, or wait until the server notices it is gone)`,
-        { details: { participant: caller, reason: 'inbox_in_use' } },
-      );
-    }
-    // A pull consumer cannot become a push one by an update: see below.
-    const info = await jsm.consumers.info(inboxStream(caller), caller).catch(() => undefined);
-    if (info && !info.config.deliver_subject) {
-      return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
-    }
+    if (isConsumerInUse(err)) throw inUse(caller);
     // Anything else is the server not answering in time or busy (a JetStream API timeout, a
     // cluster electing a leader, thousands of agents attaching at once on a 3-node cluster):
     // retryable, and the SDK tries again — not an INTERNAL error the agent gives up on.
@@ -70,6 +91,19 @@ export async function attachInbox(
     );
   }
 }
+
+/**
+ * What makes `consumers.add` an update, as nats.js's own `consumers.update` sends it (after reading
+ * the consumer, which is read here already); its options type leaves the action out.
+ */
+const UPDATE = { action: 'update' } as ConsumerCreateOptions;
+
+const inUse = (caller: string) =>
+  new ParleyError(
+    'CONFLICT',
+    `another connection of ${caller} is receiving its deliveries: one process per participant at a time (stop the other one, or wait until the server notices it is gone)`,
+    { details: { participant: caller, reason: 'inbox_in_use' } },
+  );
 
 /**
  * A pull consumer from an earlier version. A consumer cannot change from pull to push, so it is
@@ -153,10 +187,23 @@ async function resumeInbox(
     );
   // Another session's consumer is not this caller's to move; one at or past the floor is fine.
   if (info.config.deliver_subject !== target || info.ack_floor.stream_seq >= after) return false;
+  await recreateAfter(jsm, log, caller, target, info, after, 'the SDK');
+  return true;
+}
+
+/** Makes an inbox consumer that forgot its position go on after `after`, and says so. */
+async function recreateAfter(
+  jsm: JetStreamManager,
+  log: Logger,
+  caller: string,
+  target: string,
+  info: ConsumerInfo,
+  after: number,
+  floorFrom: 'the SDK' | 'the record',
+): Promise<void> {
   await recreateAt(jsm, caller, target, info, after + 1);
   log.warn(
     { participant: caller, ackFloor: info.ack_floor.stream_seq, delivered: info.delivered.stream_seq, after },
-    'inbox consumer below the floor it reported before (nats-server lost its state): made again after it',
+    `inbox consumer below the floor ${floorFrom} had (nats-server lost its state): made again after it`,
   );
-  return true;
 }

@@ -35,6 +35,7 @@ import { type IngressReplicas, trackIngressReplicas } from './guards/ingress-rep
 import { rateLimitGuard } from './guards/rate-limit.js';
 import { roomPausedGuard } from './guards/room-paused.js';
 import { attachInbox } from './inbox-attach.js';
+import { type InboxFloors, shardsOf, startInboxFloors } from './inbox-floors.js';
 import { type SendGuard, serveIngress } from './ingress.js';
 import { createNotices } from './notices.js';
 import { createOwnerView } from './owner-view.js';
@@ -71,6 +72,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
   let policy: PolicyCache | undefined;
   let deregistrations: Subscription | undefined;
   let fanout: ReturnType<typeof createFanout> | undefined;
+  let floors: InboxFloors | undefined;
   let deadLetters: ReturnType<typeof createDeadLetters> | undefined;
   let verifier: DelegationVerifier | undefined;
   let replicas: IngressReplicas | undefined;
@@ -117,6 +119,15 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
         participants,
       });
       const policyKv = await kvm.open(buckets.policy);
+      step = 'the inbox floors';
+      // Recorded by the replica holding each shard's fan-out partition (none until it holds one).
+      floors = await startInboxFloors({
+        jsm,
+        kv: await kvm.open(buckets.inboxFloors),
+        shards: () => shardsOf(fanout?.owned() ?? [], config.PARLEY_PARTITIONS),
+        everyMs: config.PARLEY_INBOX_FLOORS_MS,
+        log,
+      });
       step = 'the policy view';
       // One standing view for the API (serveApis) and the ingress: suspended means suspended everywhere.
       const standing = await createPolicyCache(policyKv, log, deps.metrics);
@@ -159,7 +170,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
           bind(roomsApi.notify, (req, ctx) => notices.notify(req, ctx.caller)),
           bind(roomsApi.contactRevoked, (req) => control.contactRevoked(req)),
           bind(roomsApi.attachInbox, (req, ctx) =>
-            attachInbox(jsm, log, ctx.caller, req.session, req.resumeAfter),
+            attachInbox({ jsm, log, floors }, ctx.caller, req.session, req.resumeAfter),
           ),
         ],
         { service: 'rooms', queue: 'rooms', log, tracer: deps.tracer, metrics: deps.metrics, standing },
@@ -311,6 +322,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
       tasks?.stop();
       await deadLetters?.stop();
       await fanout?.stop();
+      floors?.stop();
       for (const p of publishers.splice(0)) p.close();
       await Promise.allSettled(ownConnections.splice(0).map((c) => c.drain()));
       await cache?.stop();
