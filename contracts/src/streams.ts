@@ -48,7 +48,7 @@ export const buckets = {
   leases: 'parley_leases',
   tasks: 'parley_tasks',
   gateway: 'parley_gateway',
-  inboxFloors: 'parley_inbox_floors',
+  floors: 'parley_floors',
 } as const;
 
 /** Object store bucket for large artifacts referenced from file parts. */
@@ -240,11 +240,11 @@ export function kvDefinitions(options: BackboneOptions = {}): KvDefinition[] {
     }),
     kv(buckets.tasks, 'Tasks and their states.', { history: 5 }),
     kv(buckets.gateway, 'Gateway: API keys (hashed), sessions, webhooks in and out, stream cursors.'),
-    // One value per inbox shard (about 55 bytes per participant): 1 MB holds ~19,000 participants a
-    // shard, ~300,000 in all.
+    // One value per inbox shard (about 40 bytes per participant): 1 MB holds ~25,000 participants a
+    // shard, ~400,000 in all.
     kv(
-      buckets.inboxFloors,
-      'The acknowledgement floor of every inbox consumer, one value per inbox shard, recorded by the rooms service: an inbox consumer whose state nats-server lost goes on after it.',
+      buckets.floors,
+      'Acknowledgement floors of the durable consumers, where a nats-server crash does not empty them: every inbox consumer (inbox.<shard>, recorded by the rooms service) and each background worker (worker.<consumer>). A consumer whose state nats-server lost goes on after its floor.',
       { maxValueSize: 1024 * 1024 },
     ),
   ];

@@ -293,4 +293,5 @@ export * from './processes.js';
 export * from './prometheus.js';
 export * from './proxy.js';
 export * from './recovery.js';
+export * from './store.js';
 export { waitFor, within } from './wait.js';

@@ -22,10 +22,10 @@ import {
   connectService,
   senderAndReceiver,
   startParley,
+  streamDir,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
-import { streamDir } from './fixtures/store.js';
 
 /** Empties the state files of a stopped nats-server's consumers of `stream` that `which` picks. */
 async function emptyConsumerState(
@@ -135,7 +135,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
   it('an agent started after the crash goes on after the floor the rooms service recorded instead of handling its inbox again', async () => {
     const { room, handled, receiver, member, creds } = await senderAndReceiver(parley, 'restarted after');
     const jsm = await jetstreamManager(nc);
-    const floors = await new Kvm(nc).open(buckets.inboxFloors);
+    const floors = await new Kvm(nc).open(buckets.floors);
     const earlier = 300;
     for (let i = 0; i < earlier; i += 20)
       await Promise.all(Array.from({ length: 20 }, (_, k) => room.send(`m${i + k}`)));
@@ -147,7 +147,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       return c.num_ack_pending === 0 && floor === c.delivered.stream_seq;
     }, 'the earlier messages acknowledged');
     const recorded = async () => {
-      const e = await floors.get(`shard.${inboxShardOf(member)}`);
+      const e = await floors.get(`inbox.${inboxShardOf(member)}`);
       return e?.json<Record<string, number>>()[member];
     };
     await waitFor(async () => (await recorded()) === floor, 'the floor recorded');

@@ -23,10 +23,10 @@ import {
   senderAndReceiver,
   startParley,
   startServer,
+  streamDir,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
-import { streamDir } from './fixtures/store.js';
 
 const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 

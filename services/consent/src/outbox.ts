@@ -12,13 +12,8 @@
  * A failure (rooms down, a timeout) is retried with backoff until it succeeds; retries of a notice
  * carry the same idempotency key (`<eventId>:<recipient>`), so a notice is stored once.
  */
-import {
-  AckPolicy,
-  DeliverPolicy,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-} from '@nats-io/jetstream';
+import { AckPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import {
   type ContactNotice,
@@ -96,6 +91,8 @@ export function createOutbox(o: {
   jsm: JetStreamManager;
   log: Logger;
   tracer?: Tracer | undefined;
+  /** parley_floors: the worker's acknowledgement floor, so a consumer that lost its state does not notify again. */
+  floors?: KV | undefined;
 }) {
   const log = o.log.child({ component: 'consent-outbox' });
 
@@ -152,13 +149,15 @@ export function createOutbox(o: {
       durable_name: OUTBOX_CONSUMER,
       filter_subject: subjects.eventsOf('consent'),
       ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.New,
       // One at a time, in stream order: a participant's notices keep the order of the changes.
       max_ack_pending: 1,
       ack_wait: nanos(60_000),
       max_deliver: -1,
     },
     maxMessages: 16,
+    // From the events after its creation, by sequence (see fromEnd).
+    fromEnd: true,
+    floors: o.floors,
     handle,
     log,
     retry: (m, err) => {

@@ -107,7 +107,14 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
           if (!err) c.participants.forget(msg.json<{ subject?: string }>().subject ?? '');
         },
       });
-      outbox = createOutbox({ nc, js, jsm, log, tracer: deps.tracer });
+      outbox = createOutbox({
+        nc,
+        js,
+        jsm,
+        log,
+        tracer: deps.tracer,
+        floors: await kvm.open(buckets.floors),
+      });
       await outbox.start();
       micro = createMicroService(deps.responder ?? nc, {
         name: 'parley-consent',

@@ -56,7 +56,7 @@ export const RoomsEnv = z.object({
     .max(3_600_000)
     .default(10_000)
     .describe(
-      'How often the replica holding fan-out partition k records the acknowledgement floors of inbox shard k (one consumer list per shard) in parley_inbox_floors; an inbox consumer whose state nats-server lost (before 2.11.11) goes on after its recorded floor when its agent attaches. 0 = not recorded. @default 10000',
+      'How often the replica holding fan-out partition k records the acknowledgement floors of inbox shard k (one consumer list per shard) in parley_floors; an inbox consumer whose state nats-server lost (before 2.11.11) goes on after its recorded floor when its agent attaches. 0 = not recorded. @default 10000',
     ),
   PARLEY_MAX_MESSAGE_BYTES: z.coerce
     .number()

@@ -5,6 +5,7 @@
  * written, and the sender is told by a private notice in the room log that only it receives.
  */
 import { AckPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import type { KV } from '@nats-io/kv';
 import { nanos } from '@nats-io/transport-node';
 import {
   type DeadLetter,
@@ -37,6 +38,8 @@ export function createDeadLetters(o: {
   jsm: JetStreamManager;
   partitions: number;
   log: Logger;
+  /** parley_floors: the worker's acknowledgement floor, so a consumer that lost its state does not notify again. */
+  floors?: KV | undefined;
 }) {
   const log = o.log.child({ component: 'dlq' });
 
@@ -112,6 +115,7 @@ export function createDeadLetters(o: {
     maxMessages: 64,
     handle,
     log,
+    floors: o.floors,
     retry: (_m, err) => {
       log.error({ err }, 'dead letter not recorded; will retry');
       return 1_000;

@@ -6,7 +6,7 @@
  * again. A running agent notices (its SDK remembers the floor the server told it); an agent started
  * after the crash knows nothing. So the replica holding fan-out partition `k` reads the consumers of
  * inbox shard `k` every `everyMs` (one consumer list per shard) and records each one's floor in
- * `parley_inbox_floors`, key `shard.<k>`: participant → floor. A KV value is a stream entry,
+ * `parley_floors`, key `inbox.<k>`: participant → floor. A KV value is a stream entry,
  * appended to a message block, not a file rewritten in place. When an agent attaches, a consumer
  * whose floor is below the recorded one lost its state, and is made again after it (see
  * `attachInbox`).
@@ -28,7 +28,7 @@ export const ShardFloors = z.record(z.string(), z.number().int().nonnegative());
 export type ShardFloors = z.infer<typeof ShardFloors>;
 
 /** The key of inbox shard `shard`'s record. */
-export const floorsKey = (shard: number): string => `shard.${shard}`;
+export const floorsKey = (shard: number): string => `inbox.${shard}`;
 
 /** What of a consumer's info the record keeps. */
 export interface ListedConsumer {
@@ -92,10 +92,10 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
   const log = o.log.child({ component: 'inbox-floors' });
   const records = new Map<number, ShardFloors>();
   const watch: KvWatch = await watchKv(o.kv, {
-    key: 'shard.*',
+    key: 'inbox.*',
     log,
     onEntry: (e) => {
-      const shard = Number(e.key.slice('shard.'.length));
+      const shard = Number(e.key.slice('inbox.'.length));
       if (e.operation !== 'PUT' || e.length === 0) records.delete(shard);
       else records.set(shard, ShardFloors.parse(e.json()));
     },

@@ -121,9 +121,10 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
       const policyKv = await kvm.open(buckets.policy);
       step = 'the inbox floors';
       // Recorded by the replica holding each shard's fan-out partition (none until it holds one).
+      const floorsKv = await kvm.open(buckets.floors);
       floors = await startInboxFloors({
         jsm,
-        kv: await kvm.open(buckets.inboxFloors),
+        kv: floorsKv,
         shards: () => shardsOf(fanout?.owned() ?? [], config.PARLEY_PARTITIONS),
         everyMs: config.PARLEY_INBOX_FLOORS_MS,
         log,
@@ -309,7 +310,13 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
         // Both at once: on a 3-node cluster each waits for Raft elections of consumers it makes
         // (the fan-out's leases 0.25–0.34 s, the dead-letter worker 0.47 s, one after the other).
         step = 'the fan-out (its leases) and the dead-letter worker';
-        deadLetters = createDeadLetters({ js, jsm, partitions: config.PARLEY_PARTITIONS, log });
+        deadLetters = createDeadLetters({
+          js,
+          jsm,
+          partitions: config.PARLEY_PARTITIONS,
+          log,
+          floors: floorsKv,
+        });
         const both = await Promise.allSettled([fanout.start(), deadLetters.start()]);
         for (const r of both) if (r.status === 'rejected') throw r.reason;
       }
