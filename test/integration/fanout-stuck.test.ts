@@ -105,7 +105,14 @@ describe('fan-out: a partition stuck on one replica', () => {
     await room.send('while stuck');
     // Stuck after 4 s: /healthz fails on the fan-out check, and the log names the partition.
     await stuckReported(a);
-    assert.match(a.output(), new RegExp(`"partition":${p}[^\\n]*held here but not delivering`));
+    // The log line arrives over the process's stdout, /healthz's answer over HTTP: either may be
+    // read first.
+    const stuckLine = new RegExp(`"partition":${p}[^\\n]*held here but not delivering`);
+    await waitFor(
+      () => stuckLine.test(a.output()),
+      () => `the log to name partition ${p} stuck`,
+      5_000,
+    );
     // Alone, it keeps the partition: nobody else could take it.
     const nc = await connectService(parley);
     try {
@@ -117,7 +124,12 @@ describe('fan-out: a partition stuck on one replica', () => {
       const b = await startReplica('replica-z', await parley.serviceCreds('rooms'));
       await waitFor(() => got().includes('while stuck'), 'the message sent while stuck', 30_000);
       assert.equal(await holder(), 'replica-z');
-      assert.match(a.output(), new RegExp(`"partition":${p}[^\\n]*handing a partition off`));
+      const handOffLine = new RegExp(`"partition":${p}[^\\n]*handing a partition off`);
+      await waitFor(
+        () => handOffLine.test(a.output()),
+        () => `the log to say partition ${p} was handed off`,
+        5_000,
+      );
       await room.send('after the hand-off');
       await waitFor(() => got().includes('after the hand-off'), 'the next message', 15_000);
       assert.deepEqual(got(), ['while stuck', 'after the hand-off']);
