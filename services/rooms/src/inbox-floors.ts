@@ -42,19 +42,22 @@ export interface ListedConsumer {
  * recorded one, the server lost the consumer's state (and everything up to the recorded floor was
  * acknowledged by that participant, whatever became of the consumer since). `inboxEnd` (the shard
  * stream's last sequence, read only when some floor went down) drops a recorded floor past it: the
- * stream was made again. A consumer no longer listed is dropped, and one that acknowledged nothing
- * yet is not recorded.
+ * stream was made again. A consumer that is not listed keeps its floor (a cluster lists only the
+ * consumers whose leaders answer, and right after a crash is when the floor matters); a
+ * deregistered participant's (`gone`) is dropped. One that acknowledged nothing yet is not recorded.
  */
 export function mergeFloors(
   recorded: ShardFloors | undefined,
   listed: Iterable<ListedConsumer>,
   inboxEnd = Number.POSITIVE_INFINITY,
+  gone: ReadonlySet<string> = new Set(),
 ): ShardFloors {
   const out: ShardFloors = {};
+  for (const [name, floor] of Object.entries(recorded ?? {}))
+    if (floor <= inboxEnd && !gone.has(name)) out[name] = floor;
   for (const c of listed) {
-    const was = recorded?.[c.name] ?? 0;
-    const floor = was <= inboxEnd ? Math.max(was, c.ack_floor.stream_seq) : c.ack_floor.stream_seq;
-    if (floor > 0) out[c.name] = floor;
+    const floor = Math.max(out[c.name] ?? 0, c.ack_floor.stream_seq);
+    if (floor > 0 && !gone.has(c.name)) out[c.name] = floor;
   }
   return out;
 }
@@ -72,8 +75,8 @@ function sameFloors(a: ShardFloors | undefined, b: ShardFloors): boolean {
 export interface InboxFloors {
   /** The floor recorded for `participant`'s inbox consumer, 0 when none is. */
   floorOf(participant: string): number;
-  /** Records the floors of the shards `shards()` names now (what the timer does). */
-  record(): Promise<void>;
+  /** `participant` was deregistered: its floor goes at its shard's next round. */
+  forget(participant: string): void;
   stop(): void;
 }
 
@@ -82,7 +85,7 @@ export interface InboxFloorsOptions {
   kv: KV;
   /** The inbox shards this replica records: those whose fan-out partition it holds. */
   shards: () => number[];
-  /** How often they are recorded, ms (0: only when `record()` is called). */
+  /** How often they are recorded, ms (0: never). */
   everyMs: number;
   log: Logger;
 }
@@ -102,6 +105,7 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
     onError: (err, e) => log.warn({ err, key: e.key }, 'unreadable inbox floor record ignored'),
   });
   await watch.initialized;
+  const gone = new Set<string>();
 
   async function recordShard(shard: number): Promise<void> {
     const stream = inboxShardStream(shard);
@@ -111,22 +115,27 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
       ? (await o.jsm.streams.info(stream)).state.last_seq
       : undefined;
     // Most rounds change nothing (idle agents): no read of the record, no write.
-    if (sameFloors(records.get(shard), mergeFloors(records.get(shard), listed, end))) return;
-    await updateKv<ShardFloors>(
-      o.kv,
-      floorsKey(shard),
-      (current) => {
-        const next = mergeFloors(current, listed, end);
-        return sameFloors(current, next) ? undefined : next;
-      },
-      { schema: ShardFloors, attempts: 3, what: `the inbox floors of shard ${shard}` },
-    );
+    if (!sameFloors(records.get(shard), mergeFloors(records.get(shard), listed, end, gone))) {
+      await updateKv<ShardFloors>(
+        o.kv,
+        floorsKey(shard),
+        (current) => {
+          const next = mergeFloors(current, listed, end, gone);
+          return sameFloors(current, next) ? undefined : next;
+        },
+        { schema: ShardFloors, attempts: 3, what: `the inbox floors of shard ${shard}` },
+      );
+    }
+    for (const p of gone) if (inboxShardOf(p) === shard) gone.delete(p);
   }
 
-  let running: Promise<void> | undefined;
+  let running = false;
   let failing = false;
   async function record(): Promise<void> {
-    for (const shard of o.shards()) {
+    const held = o.shards();
+    // Another replica's shards are that replica's to forget in.
+    for (const p of gone) if (!held.includes(inboxShardOf(p))) gone.delete(p);
+    for (const shard of held) {
       try {
         await recordShard(shard);
         if (failing) log.info('inbox floors recorded again');
@@ -141,8 +150,10 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
   const timer =
     o.everyMs > 0
       ? setInterval(() => {
-          running ??= record().finally(() => {
-            running = undefined;
+          if (running) return;
+          running = true;
+          void record().finally(() => {
+            running = false;
           });
         }, o.everyMs)
       : undefined;
@@ -152,9 +163,8 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
     floorOf(participant) {
       return records.get(inboxShardOf(participant))?.[participant] ?? 0;
     },
-    async record() {
-      await running;
-      await record();
+    forget(participant) {
+      gone.add(participant);
     },
     stop() {
       clearInterval(timer);

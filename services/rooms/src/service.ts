@@ -99,7 +99,10 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
       // A deregistered participant's inbox is gone: stop treating it as known.
       deregistrations = deps.nc.subscribe(subjects.event('registry', 'agent.deregistered'), {
         callback: (err, msg) => {
-          if (!err) participants.forget(msg.json<{ subject?: string }>().subject ?? '');
+          if (err) return;
+          const id = msg.json<{ subject?: string }>().subject ?? '';
+          participants.forget(id);
+          floors?.forget(id);
         },
       });
       const control = createControlPlane({

@@ -30,9 +30,12 @@ describe('the inbox floors a shard records', () => {
     assert.deepEqual(mergeFloors(recorded, [consumer('agt_a', 0)], 40), {});
   });
 
-  it('drops a consumer no longer listed (deregistered)', () => {
+  it('keeps the floor of a consumer not listed (a cluster lists those whose leaders answer), drops a deregistered participant’s', () => {
     const recorded = mergeFloors(undefined, [consumer('agt_a', 5), consumer('agt_b', 7)]);
-    assert.deepEqual(mergeFloors(recorded, [consumer('agt_b', 7)]), { agt_b: 7 });
+    assert.deepEqual(mergeFloors(recorded, [consumer('agt_b', 9)]), { agt_a: 5, agt_b: 9 });
+    assert.deepEqual(mergeFloors(recorded, [consumer('agt_b', 9)], undefined, new Set(['agt_a'])), {
+      agt_b: 9,
+    });
   });
 
   it('gives every inbox shard to the holder of one partition', () => {
