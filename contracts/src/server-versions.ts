@@ -37,6 +37,18 @@ export function compareServerVersions(a: string, b: string): number {
 const within = (v: string, from: string, below: string) =>
   compareServerVersions(v, from) >= 0 && compareServerVersions(v, below) < 0;
 
+/**
+ * Whether nats-server `version` can lose a consumer's state on kill -9 (`consumer-state-reset`), so
+ * that Parley records its consumers' floors. True for a version it cannot read.
+ */
+export function losesConsumerState(version: string | undefined): boolean {
+  return (
+    !version ||
+    !parseServerVersion(version) ||
+    serverDefects(version).some((d) => d.id === 'consumer-state-reset')
+  );
+}
+
 /** The known defects of nats-server `version` that Parley cares about. */
 export function serverDefects(version: string): ServerDefect[] {
   const out: ServerDefect[] = [];

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { describeServer, serverDefects } from '@parley/contracts';
+import { describeServer, losesConsumerState, serverDefects } from '@parley/contracts';
 import { runCli } from '@parley/sdk/cli';
 import { freePort, startParley, type TestParley } from '@parley/test/harness';
 
@@ -55,6 +55,15 @@ describe('nats-server known defects', () => {
     );
     assert.equal(describeServer('2.12.3'), 'nats-server 2.12.3: no known defect that affects Parley');
     assert.match(describeServer('2.8.4'), /not supported/);
+  });
+
+  it('records consumer floors only where a server can lose a consumer’s state (or says no version)', () => {
+    assert.deepEqual(
+      ['2.9.10', '2.10.29', '2.11.10', '2.11.11', '2.12.0', '2.12.1', '2.12.3', '', undefined, 'x'].map(
+        losesConsumerState,
+      ),
+      [true, true, true, false, true, false, false, true, true, true],
+    );
   });
 });
 

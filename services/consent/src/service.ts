@@ -6,7 +6,7 @@
  */
 import type { KvEntry } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { buckets, type ContactRequest, consentApi, subjects } from '@parley/contracts';
+import { buckets, type ContactRequest, consentApi, losesConsumerState, subjects } from '@parley/contracts';
 import {
   bind,
   createMicroService,
@@ -113,7 +113,8 @@ export function createConsentService(deps: ConsentDeps): ParleyService {
         jsm,
         log,
         tracer: deps.tracer,
-        floors: await kvm.open(buckets.floors),
+        // Its floor recorded only where the server can lose a consumer's state.
+        floors: losesConsumerState(nc.info?.version) ? await kvm.open(buckets.floors) : undefined,
       });
       await outbox.start();
       micro = createMicroService(deps.responder ?? nc, {

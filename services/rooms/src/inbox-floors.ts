@@ -141,9 +141,11 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
         if (failing) log.info('inbox floors recorded again');
         failing = false;
       } catch (err) {
-        // JetStream not answering (a restart, an election): said once, tried again next round.
+        // JetStream not answering (a restart, an election): said once, and the round ends here,
+        // so a cluster coming back gets one request a round from it, not one per shard.
         if (!failing) log.warn({ err, shard }, 'inbox floors not recorded; trying again next round');
         failing = true;
+        return;
       }
     }
   }

@@ -2,6 +2,7 @@ import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import {
   buckets,
+  losesConsumerState,
   ParleyError,
   RoomMessage,
   roomsApi,
@@ -125,11 +126,14 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
       step = 'the inbox floors';
       // Recorded by the replica holding each shard's fan-out partition (none until it holds one).
       const floorsKv = await kvm.open(buckets.floors);
+      // Recorded only where the server can lose a consumer's state (the one this replica is
+      // connected to at start); read at every attach, wherever they came from.
+      const recordFloors = losesConsumerState(deps.nc.info?.version);
       floors = await startInboxFloors({
         jsm,
         kv: floorsKv,
         shards: () => shardsOf(fanout?.owned() ?? [], config.PARLEY_PARTITIONS),
-        everyMs: config.PARLEY_INBOX_FLOORS_MS,
+        everyMs: recordFloors ? config.PARLEY_INBOX_FLOORS_MS : 0,
         log,
       });
       step = 'the policy view';
@@ -318,7 +322,7 @@ export function createRoomsService(deps: RoomsDeps): ParleyService & {
           jsm,
           partitions: config.PARLEY_PARTITIONS,
           log,
-          floors: floorsKv,
+          floors: recordFloors ? floorsKv : undefined,
         });
         const both = await Promise.allSettled([fanout.start(), deadLetters.start()]);
         for (const r of both) if (r.status === 'rejected') throw r.reason;
