@@ -40,9 +40,10 @@ export interface DurableWorkerOptions {
   log?: Logger | undefined;
   /**
    * Start a consumer this worker creates after the stream's last message at that moment, by
-   * sequence. Not `DeliverPolicy.New`: a consumer that lost its state goes back to where its policy
-   * says, and `New` would jump to the end, past what it had not handled yet; a start sequence comes
-   * back to its start, and `floors` skips what was handled.
+   * sequence. Not `DeliverPolicy.New`: a consumer that lost its state starts where its policy puts
+   * it when the server loads it, which for `New` is wherever the server then sees the stream's end
+   * (its start, measured on 2.9.10; past what was not handled yet, if the end); a start sequence
+   * comes back to that sequence, and `floors` skips what was handled.
    */
   fromEnd?: boolean;
   /** The bucket the consumer's acknowledgement floor is recorded in (parley_floors); see above. */
@@ -99,13 +100,9 @@ export function durableWorker(o: DurableWorkerOptions): DurableWorker {
       // restarted during a fault exited on "JetStream system temporarily unavailable" here).
       const what = `the ${name} consumer of ${o.stream}`;
       await retryJetStream(what, ensureConsumer, { log: o.log });
-      const consumer = await retryJetStream(
-        what,
-        () => o.js.consumers.get(o.stream, o.consumer.durable_name),
-        {
-          log: o.log,
-        },
-      );
+      const consumer = await retryJetStream(what, () => o.js.consumers.get(o.stream, name), {
+        log: o.log,
+      });
       if (floors) {
         await retryJetStream(`the recorded floor of ${what}`, () => floors.load(), { log: o.log });
         floors.keep(consumer);
