@@ -66,9 +66,10 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
   });
 
   it('the fan-out and the member go on after what they acknowledged instead of pushing the room log and the inbox again; nothing is handled twice', async () => {
-    const failures: { reason?: unknown }[] = [];
+    const failures: { reason?: unknown; err?: string }[] = [];
     const { room, handled, member } = await senderAndReceiver(parley, 'state lost', {
-      onError: (_err, failure) => failures.push({ reason: failure.details?.reason }),
+      onError: (err, failure) =>
+        failures.push({ reason: failure.details?.reason, err: (err as Error).message }),
     });
     const jsm = await jetstreamManager(nc);
     // Enough for the SDK to have read its consumer's acknowledgement floor a few times (every 250).
@@ -125,7 +126,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     );
     assert.ok(
       inbox.delivered.consumer_seq < earlier / 2,
-      `the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart`,
+      `the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart (the SDK reported ${JSON.stringify(failures)})`,
     );
     assert.deepEqual(
       failures.map((f) => f.reason),
