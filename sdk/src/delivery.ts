@@ -237,13 +237,6 @@ export interface InboxSource {
   resume?(after: number): Promise<boolean>;
 }
 
-/** The inbox stream's end a refused resume names (INVALID_ARGUMENT: past the end), if any. */
-function inboxEndOf(err: unknown): number | undefined {
-  const end =
-    err instanceof ParleyError && err.code === 'INVALID_ARGUMENT' ? err.details?.inboxEnd : undefined;
-  return typeof end === 'number' && end >= 0 ? end : undefined;
-}
-
 /** An inbox message in a lane, with when it reached this process (see {@link Delivery.receivedAt}). */
 interface Arrived {
   m: JsMsg;
@@ -995,22 +988,10 @@ export class DeliveryEngine {
     const source = this.#source;
     if (this.#resuming || this.#closed || !source?.resume) return;
     this.#resuming = true;
-    let after = this.#floor;
+    const after = this.#floor;
     let resumed = false;
     try {
-      try {
-        resumed = await source.resume(after);
-      } catch (err) {
-        // The inbox stream now ends below the floor: nats-server lost its last entries too (2.9
-        // acknowledges a write before it reaches the file, and a kill -9 loses what was not written
-        // yet). Everything it still holds was acknowledged: go on after its end, which is the floor
-        // now (new entries are numbered from there).
-        const end = inboxEndOf(err);
-        if (end === undefined || end >= after) throw err;
-        after = end;
-        this.#floor = end;
-        resumed = await source.resume(after);
-      }
+      resumed = await source.resume(after);
       if (resumed)
         this.#fail(
           new Error(
