@@ -964,9 +964,14 @@ export class DeliveryEngine {
     const after = await source.attach();
     if (after === undefined) return;
     this.#floor = Math.max(this.#floor, after);
+    this.#stateLost('was below the floor recorded for it', after);
+  }
+
+  /** Reports an inbox consumer made again after `after` because nats-server lost its state. */
+  #stateLost(what: string, after: number): void {
     this.#fail(
       new Error(
-        `the inbox consumer was below the floor recorded for it (nats-server lost its state): made again after inbox position ${after}`,
+        `the inbox consumer ${what} (nats-server lost its state): made again after inbox position ${after}`,
       ),
       'delivery',
       { reason: 'inbox_state_lost', resumedAfter: after },
@@ -992,14 +997,7 @@ export class DeliveryEngine {
     let resumed = false;
     try {
       resumed = await source.resume(after);
-      if (resumed)
-        this.#fail(
-          new Error(
-            `the inbox consumer came back at its start (nats-server lost its state): made again after inbox position ${after}`,
-          ),
-          'delivery',
-          { reason: 'inbox_state_lost', resumedAfter: after },
-        );
+      if (resumed) this.#stateLost('came back at its start', after);
     } catch (err) {
       if (!this.#closed) this.#fail(err, 'delivery');
     } finally {

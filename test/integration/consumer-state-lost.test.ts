@@ -12,11 +12,12 @@ import assert from 'node:assert/strict';
 import { readdir, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { buckets, inboxShardOf, inboxStream, partitionOf, roomsApi, streams } from '@parley/contracts';
 import { partitionConsumer } from '@parley/rooms/internal';
+import type { Delivery, RoomHandle } from '@parley/sdk';
 import {
   codeOf,
   connectService,
@@ -50,6 +51,30 @@ async function answered<T>(ask: () => Promise<T>): Promise<T> {
   return answer as T;
 }
 
+/**
+ * Sends `n` messages to `room`, 20 at a time, and waits until `member` handled them all and its inbox
+ * consumer acknowledged everything it delivered; resolves what was sent and the consumer's floor.
+ */
+async function sendHandledAndAcknowledged(
+  room: RoomHandle,
+  handled: Delivery[],
+  jsm: JetStreamManager,
+  member: string,
+  n: number,
+): Promise<{ sent: { id: string; roomSeq: number }[]; floor: number }> {
+  const sent: { id: string; roomSeq: number }[] = [];
+  for (let i = 0; i < n; i += 20)
+    sent.push(...(await Promise.all(Array.from({ length: 20 }, (_, k) => room.send(`m${i + k}`)))));
+  await waitFor(() => handled.length === n, 'the earlier messages to be handled');
+  let floor = 0;
+  await waitFor(async () => {
+    const c = await jsm.consumers.info(inboxStream(member), member);
+    floor = c.ack_floor.stream_seq;
+    return c.num_ack_pending === 0 && floor === c.delivered.stream_seq;
+  }, 'the earlier messages acknowledged');
+  return { sent, floor };
+}
+
 describe('a consumer whose state nats-server lost (kill -9 while it rewrote its state file)', () => {
   let parley: TestParley;
   let nc: NatsConnection;
@@ -73,14 +98,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     const jsm = await jetstreamManager(nc);
     // Enough for the SDK to have read its consumer's acknowledgement floor a few times (every 250).
     const earlier = 1_200;
-    const sent: { id: string; roomSeq: number }[] = [];
-    for (let i = 0; i < earlier; i += 20)
-      sent.push(...(await Promise.all(Array.from({ length: 20 }, (_, k) => room.send(`m${i + k}`)))));
-    await waitFor(() => handled.length === earlier, 'the earlier messages to be handled');
-    await waitFor(async () => {
-      const c = await jsm.consumers.info(inboxStream(member), member);
-      return c.num_ack_pending === 0 && c.ack_floor.stream_seq === c.delivered.stream_seq;
-    }, 'the earlier messages acknowledged');
+    const { sent } = await sendHandledAndAcknowledged(room, handled, jsm, member, earlier);
 
     await parley.restartNats({
       kill: true,
@@ -138,15 +156,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     const jsm = await jetstreamManager(nc);
     const floors = await new Kvm(nc).open(buckets.floors);
     const earlier = 300;
-    for (let i = 0; i < earlier; i += 20)
-      await Promise.all(Array.from({ length: 20 }, (_, k) => room.send(`m${i + k}`)));
-    await waitFor(() => handled.length === earlier, 'the earlier messages to be handled');
-    let floor = 0;
-    await waitFor(async () => {
-      const c = await jsm.consumers.info(inboxStream(member), member);
-      floor = c.ack_floor.stream_seq;
-      return c.num_ack_pending === 0 && floor === c.delivered.stream_seq;
-    }, 'the earlier messages acknowledged');
+    const { floor } = await sendHandledAndAcknowledged(room, handled, jsm, member, earlier);
     const recorded = async () => {
       const e = await floors.get(`inbox.${inboxShardOf(member)}`);
       return e?.json<Record<string, number>>()[member];

@@ -15,6 +15,7 @@ export * from './nats-errors.js';
 export * from './process.js';
 export * from './registry-store.js';
 export * from './reply.js';
+export * from './rounds.js';
 export * from './service.js';
 export * from './shutdown.js';
 export * from './standing.js';

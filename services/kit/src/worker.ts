@@ -25,6 +25,7 @@ import type { Logger } from 'pino';
 import { retryJetStream } from './jetstream-ready.js';
 import { updateKv } from './kv.js';
 import { isConsumerExists, isConsumerNotFound } from './nats-errors.js';
+import { everyRound } from './rounds.js';
 
 export interface DurableWorkerOptions {
   js: JetStreamClient;
@@ -146,9 +147,7 @@ function recordedFloor(o: DurableWorkerOptions, kv: KV) {
   const name = o.consumer.durable_name;
   const key = workerFloorKey(name);
   let floor = 0;
-  let timer: ReturnType<typeof setInterval> | undefined;
-  let recording = false;
-  let failing = false;
+  let stop: (() => void) | undefined;
   let skipping = false;
 
   async function record(consumer: Consumer): Promise<void> {
@@ -172,26 +171,12 @@ function recordedFloor(o: DurableWorkerOptions, kv: KV) {
     },
     /** Records the consumer's floor every `floorsEveryMs` from now on. */
     keep(consumer: Consumer): void {
-      clearInterval(timer);
-      timer = setInterval(() => {
-        if (recording) return;
-        recording = true;
-        record(consumer)
-          .then(
-            () => {
-              failing = false;
-            },
-            (err: unknown) => {
-              // JetStream not answering (a restart, an election): said once, tried again next round.
-              if (!failing) o.log?.warn({ err, consumer: name }, 'worker floor not recorded; trying again');
-              failing = true;
-            },
-          )
-          .finally(() => {
-            recording = false;
-          });
-      }, o.floorsEveryMs ?? WORKER_FLOORS_EVERY_MS);
-      timer.unref();
+      stop?.();
+      stop = everyRound(o.floorsEveryMs ?? WORKER_FLOORS_EVERY_MS, () => record(consumer), {
+        log: o.log,
+        what: 'recording the worker floor',
+        fields: { consumer: name },
+      });
     },
     /** Whether `m` is at or below the recorded floor: handled before, delivered again. */
     handledBefore(m: JsMsg): boolean {
@@ -208,7 +193,7 @@ function recordedFloor(o: DurableWorkerOptions, kv: KV) {
       return true;
     },
     stop(): void {
-      clearInterval(timer);
+      stop?.();
     },
   };
 }

@@ -20,7 +20,7 @@
 import type { ConsumerInfo, JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { INBOX_SHARDS, inboxShardOf, inboxShardStream, isParticipantId } from '@parley/contracts';
-import { type KvWatch, type Logger, updateKv, watchKv } from '@parley/kit';
+import { everyRound, type KvWatch, type Logger, updateKv, watchKv } from '@parley/kit';
 import * as z from 'zod';
 
 /** One shard's record: participant → the acknowledgement floor of its inbox consumer. */
@@ -129,37 +129,16 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
     for (const p of gone) if (inboxShardOf(p) === shard) gone.delete(p);
   }
 
-  let running = false;
-  let failing = false;
+  /** One round: the held shards in turn; the first failure ends it (one request a round to a
+   * cluster coming back, not one per shard). */
   async function record(): Promise<void> {
     const held = o.shards();
     // Another replica's shards are that replica's to forget in.
     for (const p of gone) if (!held.includes(inboxShardOf(p))) gone.delete(p);
-    for (const shard of held) {
-      try {
-        await recordShard(shard);
-        if (failing) log.info('inbox floors recorded again');
-        failing = false;
-      } catch (err) {
-        // JetStream not answering (a restart, an election): said once, and the round ends here,
-        // so a cluster coming back gets one request a round from it, not one per shard.
-        if (!failing) log.warn({ err, shard }, 'inbox floors not recorded; trying again next round');
-        failing = true;
-        return;
-      }
-    }
+    for (const shard of held) await recordShard(shard);
   }
-  const timer =
-    o.everyMs > 0
-      ? setInterval(() => {
-          if (running) return;
-          running = true;
-          void record().finally(() => {
-            running = false;
-          });
-        }, o.everyMs)
-      : undefined;
-  timer?.unref();
+  const stop =
+    o.everyMs > 0 ? everyRound(o.everyMs, record, { log, what: 'recording the inbox floors' }) : undefined;
 
   return {
     floorOf(participant) {
@@ -169,7 +148,7 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
       gone.add(participant);
     },
     stop() {
-      clearInterval(timer);
+      stop?.();
       watch.stop();
     },
   };
