@@ -149,10 +149,6 @@ if (failed.length === 0) process.exit(0);
 const KNOWN_DEFECTS = new Map(
   [
     ['test/chaos/chaos.test.ts', 'issue 21, nats-server 2.9.10 losing a stream quorum again after a fault'],
-    [
-      'test/integration/consumer-state-lost.test.ts',
-      'issue 12, a running agent whose consumer lost its state pushed its whole inbox again in 2 of the last 3 clean clones, nothing handled twice; cause not found yet (session 32)',
-    ],
   ].map(([file, what]) => [resolve(root, file), what]),
 );
 if (!failed.every((f) => KNOWN_DEFECTS.has(f))) process.exit(1);

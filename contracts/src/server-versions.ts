@@ -82,7 +82,7 @@ export function serverDefects(version: string): ServerDefect[] {
       fixedIn: '2.11.11 and 2.12.1',
       status: 'upgrade',
       action:
-        'upgrade to 2.11.11+ or 2.12.1+ (the chart and compose pin 2.12.3). Until then the fan-out goes on after the last entry it acknowledged, a running agent’s inbox after the last acknowledgement floor the server told it (read every 250 deliveries), an agent started after the crash after the floor the rooms service recorded (every 10 s, PARLEY_INBOX_FLOORS_MS), and the dead-letter and consent workers after the floors they recorded (every 10 s): what was acknowledged after the last record comes again',
+        'upgrade to 2.11.11+ or 2.12.1+ (the chart and compose pin 2.12.3). Until then the fan-out goes on after the last entry it acknowledged, an agent’s inbox after the higher of the last acknowledgement floor the server told it (read every 250 deliveries) and the floor the rooms service recorded (every 10 s, PARLEY_INBOX_FLOORS_MS), and the dead-letter and consent workers after the floors they recorded (every 10 s): what was acknowledged after the last record comes again',
     });
   }
   if (within(version, '2.10.20', '2.10.23')) {

@@ -233,8 +233,7 @@ export class Agent {
       // same session again; a consumer already past the floor is left alone), so a timeout or an
       // unavailable service is tried again rather than leave this agent deaf.
       attach: async () => (await attachInbox({ session })).resumedAfter,
-      resume: async (after) =>
-        (await attachInbox({ session, resumeAfter: after })).resumedAfter !== undefined,
+      resume: async (after) => (await attachInbox({ session, resumeAfter: after })).resumedAfter,
     });
   }
 

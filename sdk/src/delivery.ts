@@ -231,10 +231,11 @@ export interface InboxSource {
    */
   attach(): Promise<number | undefined>;
   /**
-   * Makes the consumer, when it acknowledged less than `after` (nats-server lost its state), go on
-   * after `after`; true when it was made again.
+   * Makes the consumer, when it acknowledged less than `after` or the floor the rooms service
+   * recorded for it (nats-server lost its state), go on after the higher of the two; resolves the
+   * inbox position it goes on after when it was made again.
    */
-  resume?(after: number): Promise<boolean>;
+  resume?(after: number): Promise<number | undefined>;
 }
 
 /** An inbox message in a lane, with when it reached this process (see {@link Delivery.receivedAt}). */
@@ -278,13 +279,17 @@ export class DeliveryEngine {
   #source: InboxSource | undefined;
   // The highest acknowledgement floor the server reported (an inbox position everything up to which
   // was acknowledged), how many deliveries were dealt with since it was read, whether a reading is
-  // on its way, and the floor the consumer was last made to go on after (see #resume).
+  // on its way. The highest inbox position pushed a first time: a first delivery at or below it is
+  // the consumer come back at its start (see #resume), noticed once per such position; the position
+  // the consumer was last made to go on after; what is held back meanwhile.
   #floor = 0;
   #sinceFloor = 0;
   #readingFloor = false;
+  #pushedUpTo = 0;
+  #noticedUpTo = 0;
   #resumedAt = 0;
-  #gaveUpAt = 0;
   #resuming = false;
+  #heldBack: JsMsg[] = [];
   #keepalive: NodeJS.Timeout | undefined;
   #recovering: { upTo: number; expect: number; seen: number; timer: NodeJS.Timeout } | undefined;
   #maxDeliver = 5;
@@ -334,6 +339,7 @@ export class DeliveryEngine {
     this.#idleHeartbeat = info.config.idle_heartbeat;
     this.#source = source;
     this.#floor = info.ack_floor.stream_seq;
+    this.#pushedUpTo = info.delivered.stream_seq;
     try {
       await this.#subscribe(source);
       // The server must know the subscription before the consumer points at it.
@@ -558,18 +564,26 @@ export class DeliveryEngine {
       return;
     }
     if (this.options.mode === 'pull' && this.#replaceHeld(m)) return;
-    // A first delivery at or below a floor the server reported: acknowledged before, pushed again by
-    // a consumer that lost its state (see #resume). Neither handled nor acknowledged while the
-    // consumer is made again, so the server stops at its max_ack_pending instead of pushing the
-    // whole inbox; nor after, when it is what the old consumer still had on its way. When making it
-    // again failed, handled as any delivery (recognised as handled before).
-    if (m.info.deliveryCount === 1 && m.seq <= this.#floor) {
-      if (this.#resuming || m.seq <= this.#resumedAt) return;
-      if (this.#gaveUpAt < this.#floor) {
+    // A consumer pushes first deliveries in inbox order: one at or below a position it pushed before
+    // is the consumer come back at its start, its state lost (see #resume). Held back (neither
+    // handled nor acknowledged) while the consumer is made again, so the server stops at its
+    // max_ack_pending instead of pushing the whole inbox; dropped after, at or below the position it
+    // was made to go on after (what the old consumer still had on its way). When it was not made
+    // again, handled as any delivery (recognised as handled before).
+    if (m.info.deliveryCount === 1) {
+      if (m.seq <= this.#resumedAt) return;
+      if (m.seq > this.#pushedUpTo) this.#pushedUpTo = m.seq;
+      else if (this.#resuming || (this.#noticedUpTo < this.#pushedUpTo && this.#source?.resume)) {
+        this.#heldBack.push(m);
         void this.#resume();
         return;
       }
     }
+    this.#queue(m);
+  }
+
+  /** Puts `m` in its lane, in inbox order, and handles the lane if it is not running. */
+  #queue(m: JsMsg): void {
     const r = this.#recovering;
     if (r && m.seq <= r.upTo && ++r.seen >= r.expect) this.#endRecovery(false);
     const key = this.#laneKey(m);
@@ -962,9 +976,7 @@ export class DeliveryEngine {
   /** Attaches the inbox (see {@link InboxSource.attach}) and says when it was made again first. */
   async #attach(source: InboxSource): Promise<void> {
     const after = await source.attach();
-    if (after === undefined) return;
-    this.#floor = Math.max(this.#floor, after);
-    this.#stateLost('was below the floor recorded for it', after);
+    if (after !== undefined) this.#madeAgainAfter(after, 'was below the floor recorded for it');
   }
 
   /** Reports an inbox consumer made again after `after` because nats-server lost its state. */
@@ -986,27 +998,36 @@ export class DeliveryEngine {
    * nats-server before 2.11.11 (and 2.12.0) rewrites a consumer's state file in place; a kill -9
    * between the truncate and the write brings the consumer back at its start, pushing the whole
    * inbox again (up to 14 days). Everything up to a floor the server reported was acknowledged, so
-   * the rooms service makes the consumer again after it. Deliveries of the old consumer still on
-   * their way are recognised as handled, as they would have been.
+   * the rooms service makes the consumer again after it, or after the floor it recorded for the
+   * consumer if that is higher (this engine may have read none yet: it reads one every
+   * FLOOR_EVERY deliveries). Deliveries of the old consumer still on their way are recognised as
+   * handled, as they would have been. Once per position pushed: what was held back meanwhile is
+   * dropped when the consumer was made again, and handled as any delivery when it was not.
    */
   async #resume(): Promise<void> {
     const source = this.#source;
     if (this.#resuming || this.#closed || !source?.resume) return;
     this.#resuming = true;
-    const after = this.#floor;
-    let resumed = false;
+    this.#noticedUpTo = this.#pushedUpTo;
+    let resumedAfter: number | undefined;
     try {
-      resumed = await source.resume(after);
-      if (resumed) this.#stateLost('came back at its start', after);
+      resumedAfter = await source.resume(this.#floor);
     } catch (err) {
       if (!this.#closed) this.#fail(err, 'delivery');
-    } finally {
-      // Once per floor. Not made again (it failed, or the consumer points elsewhere or is past the
-      // floor by now): what was held back comes again after the ack wait and is dealt with as before.
-      if (resumed) this.#resumedAt = after;
-      else this.#gaveUpAt = after;
-      this.#resuming = false;
     }
+    this.#resuming = false;
+    const held = this.#heldBack;
+    this.#heldBack = [];
+    if (resumedAfter !== undefined) this.#madeAgainAfter(resumedAfter, 'came back at its start');
+    else if (!this.#closed) for (const m of held) this.#queue(m);
+  }
+
+  /** The inbox consumer was made again after `after`: what the old one still pushes is dropped. */
+  #madeAgainAfter(after: number, what: string): void {
+    this.#floor = Math.max(this.#floor, after);
+    this.#resumedAt = Math.max(this.#resumedAt, after);
+    this.#noticedUpTo = this.#pushedUpTo;
+    this.#stateLost(what, after);
   }
 
   #remember(id: string): void {

@@ -135,8 +135,8 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       partition.delivered.consumer_seq < earlier / 4,
       `the partition consumer pushed ${partition.delivered.consumer_seq} entries after the restart`,
     );
-    // The member's inbox consumer: made again after the last floor the SDK read (at most 250
-    // deliveries before the crash, plus the one still on its way), not pushed whole again.
+    // The member's inbox consumer: made again after the last floor the SDK read (every 250
+    // deliveries) or the one the rooms service recorded, whichever is higher, not pushed whole again.
     const inbox = await answered(() => jsm.consumers.info(inboxStream(member), member));
     console.log(
       `consumer-state-lost: the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart, the partition consumer ${partition.delivered.consumer_seq}`,
@@ -149,6 +149,54 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       failures.map((f) => f.reason),
       ['inbox_state_lost'],
     );
+  });
+
+  it('a running agent that had not read its floor yet goes on after the floor the rooms service recorded', async () => {
+    // Fewer deliveries than the SDK reads its consumer's floor after (250): it knows no floor.
+    const failures: unknown[] = [];
+    const { room, handled, member } = await senderAndReceiver(parley, 'no floor read', {
+      onError: (_err, failure) => failures.push(failure.details?.reason),
+    });
+    const jsm = await jetstreamManager(nc);
+    const floors = await new Kvm(nc).open(buckets.floors);
+    const earlier = 200;
+    const { sent, floor } = await sendHandledAndAcknowledged(room, handled, jsm, member, earlier);
+    const recorded = async () => {
+      const e = await floors.get(`inbox.${inboxShardOf(member)}`);
+      return e?.json<Record<string, number>>()[member];
+    };
+    await waitFor(async () => (await recorded()) === floor, 'the floor recorded');
+
+    await parley.restartNats({
+      kill: true,
+      whileStopped: async () => {
+        assert.equal(
+          await emptyConsumerState(parley.home.paths.jetstream, inboxStream(member), (c) => c === member),
+          1,
+        );
+      },
+    });
+    const next = await room.send('next');
+    await waitFor(
+      () => handled.some((d) => d.message.id === next.id),
+      'the next message to be handled',
+      30_000,
+    );
+    assert.deepEqual(
+      handled.map((d) => d.message.id),
+      [...sent.sort((x, y) => x.roomSeq - y.roomSeq).map((m) => m.id), next.id],
+    );
+    const inbox = await answered(() => jsm.consumers.info(inboxStream(member), member));
+    console.log(
+      `consumer-state-lost: with no floor read, the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart`,
+    );
+    // Made again after the recorded floor: the new message, and at most what the old consumer
+    // pushed before the SDK noticed (held back, never handled).
+    assert.ok(
+      inbox.delivered.consumer_seq <= 2,
+      `the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart (the SDK reported ${JSON.stringify(failures)})`,
+    );
+    assert.deepEqual(failures, ['inbox_state_lost']);
   });
 
   it('an agent started after the crash goes on after the floor the rooms service recorded instead of handling its inbox again', async () => {

@@ -52,8 +52,9 @@ export async function attachInbox(
   const { jsm, log } = deps;
   const target = subjects.inboxDeliver(caller, session);
   if (resumeAfter !== undefined) {
-    const resumed = await resumeInbox(jsm, log, caller, target, resumeAfter);
-    if (resumed) return { deliverSubject: target, migrated: false, resumedAfter: resumeAfter };
+    const recorded = deps.floors?.floorOf(caller) ?? 0;
+    const resumedAfter = await resumeInbox(jsm, log, caller, target, resumeAfter, recorded);
+    if (resumedAfter !== undefined) return { deliverSubject: target, migrated: false, resumedAfter };
   }
   // Two JetStream API calls, as `consumers.update` makes (it reads the consumer, then writes it),
   // with the check between them: thousands of agents connecting at once queue on the server's API
@@ -155,17 +156,20 @@ async function recreateAt(
  * nats-server before 2.11.11 (and 2.12.0) rewrites a consumer's state file in place, and a kill -9
  * between the truncate and the write brings the consumer back at its start: it would push the
  * participant's whole inbox again (up to 14 days). The SDK remembers the acknowledgement floor the
- * server told it last; when the consumer, still pointed at the caller's session, is now below it,
- * it is made again after it. Everything up to a floor the server reported was acknowledged, so
- * nothing the participant has not handled is skipped. True when it was made again.
+ * server told it last (`asked`), and the floor recorded for the consumer (`recorded`) may be higher
+ * (the SDK reads one every 250 deliveries); when the consumer, still pointed at the caller's
+ * session, is below the higher of the two, it is made again after it. Everything up to a floor the
+ * server reported was acknowledged, so nothing the participant has not handled is skipped. Resolves
+ * the position it goes on after when it was made again.
  */
 async function resumeInbox(
   jsm: JetStreamManager,
   log: Logger,
   caller: string,
   target: string,
-  after: number,
-): Promise<boolean> {
+  asked: number,
+  recorded: number,
+): Promise<number | undefined> {
   const stream = inboxStream(caller);
   let info: ConsumerInfo;
   let last: number;
@@ -179,16 +183,18 @@ async function resumeInbox(
       retryAfterMs: 1_000,
     });
   }
-  if (after > last)
+  if (asked > last)
     throw new ParleyError(
       'INVALID_ARGUMENT',
-      `resumeAfter ${after} is past the end of ${caller}'s inbox stream (${last}): nothing was changed`,
-      { details: { resumeAfter: after, inboxEnd: last } },
+      `resumeAfter ${asked} is past the end of ${caller}'s inbox stream (${last}): nothing was changed`,
+      { details: { resumeAfter: asked, inboxEnd: last } },
     );
+  // A recorded floor past the end is from before the stream was made again (see inbox-floors.ts).
+  const after = recorded > asked && recorded <= last ? recorded : asked;
   // Another session's consumer is not this caller's to move; one at or past the floor is fine.
-  if (info.config.deliver_subject !== target || info.ack_floor.stream_seq >= after) return false;
-  await recreateAfter(jsm, log, caller, target, info, after, 'the SDK');
-  return true;
+  if (info.config.deliver_subject !== target || info.ack_floor.stream_seq >= after) return undefined;
+  await recreateAfter(jsm, log, caller, target, info, after, after === asked ? 'the SDK' : 'the record');
+  return after;
 }
 
 /** Makes an inbox consumer that forgot its position go on after `after`, and says so. */
