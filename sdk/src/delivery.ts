@@ -567,9 +567,9 @@ export class DeliveryEngine {
     // A consumer pushes first deliveries in inbox order: one at or below a position it pushed before
     // is the consumer come back at its start, its state lost (see #resume). Held back (neither
     // handled nor acknowledged) while the consumer is made again, so the server stops at its
-    // max_ack_pending instead of pushing the whole inbox; dropped after, at or below the position it
-    // was made to go on after (what the old consumer still had on its way). When it was not made
-    // again, handled as any delivery (recognised as handled before).
+    // max_ack_pending instead of pushing the whole inbox; after, dropped at or below the position it
+    // was made to go on after (what the old consumer still had on its way) and handled as any
+    // delivery past it, or all of it when it was not made again (recognised as handled before).
     if (m.info.deliveryCount === 1) {
       if (m.seq <= this.#resumedAt) return;
       if (m.seq > this.#pushedUpTo) this.#pushedUpTo = m.seq;
@@ -1002,7 +1002,8 @@ export class DeliveryEngine {
    * consumer if that is higher (this engine may have read none yet: it reads one every
    * FLOOR_EVERY deliveries). Deliveries of the old consumer still on their way are recognised as
    * handled, as they would have been. Once per position pushed: what was held back meanwhile is
-   * dropped when the consumer was made again, and handled as any delivery when it was not.
+   * dropped at or below the position the consumer was made to go on after, and handled as any
+   * delivery past it (or when it was not made again).
    */
   async #resume(): Promise<void> {
     const source = this.#source;
@@ -1019,7 +1020,9 @@ export class DeliveryEngine {
     const held = this.#heldBack;
     this.#heldBack = [];
     if (resumedAfter !== undefined) this.#madeAgainAfter(resumedAfter, 'came back at its start');
-    else if (!this.#closed) for (const m of held) this.#queue(m);
+    // Past the position it was made to go on after, a held delivery may be the new consumer's own
+    // (pushed while the answer was on its way): dropped, it would come again only after the ack wait.
+    if (!this.#closed) for (const m of held) if (m.seq > this.#resumedAt) this.#queue(m);
   }
 
   /** The inbox consumer was made again after `after`: what the old one still pushes is dropped. */
