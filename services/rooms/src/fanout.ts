@@ -68,7 +68,7 @@ import {
 } from '@parley/kit';
 import { LRUCache } from 'lru-cache';
 import { createLeaseManager } from './leases.js';
-import { type FanoutRecord, keys, memberAt, readEntry } from './room-store.js';
+import { type FanoutRecord, keys, memberAt, type RoomRecord, readEntry } from './room-store.js';
 import type { ObservedEntry } from './runaway.js';
 
 /** One NATS connection of the fan-out, with its JetStream clients. */
@@ -507,16 +507,44 @@ export function createFanout(o: FanoutOptions) {
     return held !== null && held !== point.id;
   }
 
-  async function view(room: string): Promise<RoomView> {
+  /** The fan-out's view of `room`, as it stands before the entry at `seq` is applied. */
+  async function view(room: string, seq: number): Promise<RoomView> {
     let v = views.get(room);
     if (!v) {
       const e = await step('reading a room view', readEntry<FanoutRecord>(o.rooms, keys.fanout(room)));
-      v = e
-        ? { record: e.value, revision: e.revision, dirty: false }
-        : { record: { closed: false, members: {}, appliedSeq: 0 }, revision: 0, dirty: false };
+      v = e ? { record: e.value, revision: e.revision, dirty: false } : await firstView(room, seq);
       views.set(room, v);
     }
     return v;
+  }
+
+  /**
+   * A room the fan-out has no view of yet: it starts from nobody, and the room's first entries (its
+   * creation, the first joins) make its members. When those entries are gone before the fan-out read
+   * them — a per-room cap (`PARLEY_ROOMS_MAX_MSGS_PER_ROOM`) removed them while the fan-out lagged
+   * behind more sends than the cap holds — the members are taken from the room's control view:
+   * each current member from its join position. Without it nobody received the room's messages,
+   * ever (a 3-node cluster's fan-out, 14 sends against a cap of 10: 0 delivered in 3 of 5 runs).
+   * Someone who left since this position is not there: told nothing of what retention removed
+   * anyway, they miss what was sent between here and their leave.
+   */
+  async function firstView(room: string, seq: number): Promise<RoomView> {
+    const empty: RoomView = {
+      record: { closed: false, members: {}, appliedSeq: 0 },
+      revision: 0,
+      dirty: false,
+    };
+    const control = (await step('reading a room', readEntry<RoomRecord>(o.rooms, keys.room(room))))?.value;
+    // The creation at or after `seq` (or no position recorded): the fan-out reads it in order.
+    if (!control || !(control.createdSeq < seq)) return empty;
+    log.warn(
+      { room, createdSeq: control.createdSeq, seq, members: Object.keys(control.members).length },
+      "the room's first log entries were removed before the fan-out read them (a per-room cap): its members taken from the room's control view",
+    );
+    const members: FanoutRecord['members'] = {};
+    for (const [id, m] of Object.entries(control.members))
+      members[id] = { role: m.role, delivery: m.delivery, intervals: [[m.joinedSeq]] };
+    return { record: { closed: false, members, appliedSeq: 0 }, revision: 0, dirty: true };
   }
 
   function applyEvent(v: RoomView, seq: number, kind: string, data: Record<string, unknown>): void {
@@ -859,7 +887,8 @@ export function createFanout(o: FanoutOptions) {
     const spans: Span[] = [];
     for (const m of batch) {
       const room = roomOf(m.subject);
-      const v = await view(room);
+      const v = await view(room, m.seq);
+      if (v.dirty) touched.set(room, v);
       // One consumer span per room-log entry, child of the ingress span that stored it.
       const span = startMessagingSpan(o.tracer, {
         operation: 'process',
