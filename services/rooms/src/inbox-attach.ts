@@ -67,9 +67,10 @@ export async function attachInbox(
       return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
     const floor = deps.floors?.floorOf(caller) ?? 0;
     if (info.ack_floor.stream_seq < floor) {
-      if (info.push_bound) throw inUse(caller);
       const last = (await jsm.streams.info(stream)).state.last_seq;
       if (floor <= last) {
+        // Someone else receiving is not this caller's to move; its own session (a resume) is.
+        if (info.push_bound && info.config.deliver_subject !== target) throw inUse(caller);
         await recreateAfter(jsm, log, caller, target, info, floor, 'the record');
         return { deliverSubject: target, migrated: false, resumedAfter: floor };
       }
