@@ -37,10 +37,17 @@ const echo = defineApi({
 describe('requests made while nats-server is away', () => {
   let server: TestServer;
   let nc: NatsConnection;
+  // What the connection reported, for a failure's message (a clean clone's first pass twice found it
+  // not back 15 s after the restart; it has not failed alone or under two busy loops).
+  const events: { at: number; status: string }[] = [];
   before(async () => {
     server = await startServer();
     nc = await server.connect({ reconnectTimeWait: 100, maxReconnectAttempts: -1 });
     watchConnection(nc);
+    void (async () => {
+      for await (const s of nc.status())
+        events.push({ at: Date.now(), status: JSON.stringify(s).slice(0, 200) });
+    })();
     // The responder is on the same connection: nats.js subscribes again before it sends anything
     // else after a reconnect, so the request cannot come before the responder is back.
     nc.subscribe(echo.listen, {
@@ -118,8 +125,25 @@ describe('requests made while nats-server is away', () => {
     );
     assert.ok(isParleyError(err, 'UNAVAILABLE'), String(err));
     assert.match((err as Error).message, /not connected to NATS/);
+    const restarting = Date.now();
     await server.restart(0);
+    const restarted = Date.now();
     // Nothing was left to go out late: the next call is the one answered.
-    assert.deepEqual(await request(nc, 'caller', echo, { n: 5 }, { timeout: 15_000 }), { n: 5 });
+    const answer = await request(nc, 'caller', echo, { n: 5 }, { timeout: 15_000 }).catch(async (err) => {
+      const fresh = await server.connect().then(
+        async (c) => {
+          await c.close();
+          return 'a new connection connects';
+        },
+        (e: Error) => `a new connection fails too (${e.message})`,
+      );
+      const since = events
+        .filter((e) => e.at >= restarting)
+        .map((e) => `+${e.at - restarting} ms ${e.status}`);
+      throw new Error(
+        `${(err as Error).message}: nats-server restarted in ${restarted - restarting} ms; ${fresh}; the connection's status since: ${since.join(', ') || 'none'}`,
+      );
+    });
+    assert.deepEqual(answer, { n: 5 });
   });
 });
