@@ -13,7 +13,7 @@ import { readdir, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
-import { Kvm } from '@nats-io/kv';
+import { type KV, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { buckets, inboxShardOf, inboxStream, partitionOf, roomsApi, streams } from '@parley/contracts';
 import { partitionConsumer } from '@parley/rooms/internal';
@@ -75,6 +75,33 @@ async function sendHandledAndAcknowledged(
   return { sent, floor };
 }
 
+/**
+ * Sends one more message to `room` and waits until `member` handled it; asserts that everything
+ * was handled once, in room order: the earlier messages `sent`, then this one.
+ */
+async function nextHandledOnceInOrder(
+  room: RoomHandle,
+  handled: Delivery[],
+  sent: { id: string; roomSeq: number }[],
+): Promise<void> {
+  const next = await room.send('next');
+  await waitFor(
+    () => handled.some((d) => d.message.id === next.id),
+    'the next message to be handled',
+    30_000,
+  );
+  assert.deepEqual(
+    handled.map((d) => d.message.id),
+    [...sent.sort((x, y) => x.roomSeq - y.roomSeq).map((m) => m.id), next.id],
+  );
+}
+
+/** The inbox floor the rooms service recorded for `member`. */
+async function recordedFloor(floors: KV, member: string): Promise<number | undefined> {
+  const e = await floors.get(`inbox.${inboxShardOf(member)}`);
+  return e?.json<Record<string, number>>()[member];
+}
+
 describe('a consumer whose state nats-server lost (kill -9 while it rewrote its state file)', () => {
   let parley: TestParley;
   let nc: NatsConnection;
@@ -114,17 +141,8 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
         );
       },
     });
-    const next = await room.send('next');
-    await waitFor(
-      () => handled.some((d) => d.message.id === next.id),
-      'the next message to be handled',
-      30_000,
-    );
     // Each once, in room order.
-    assert.deepEqual(
-      handled.map((d) => d.message.id),
-      [...sent.sort((x, y) => x.roomSeq - y.roomSeq).map((m) => m.id), next.id],
-    );
+    await nextHandledOnceInOrder(room, handled, sent);
 
     // What the room's partition consumer pushed since the restart: the new message, not the
     // earlier ones again (16: the default PARLEY_PARTITIONS).
@@ -161,10 +179,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     const floors = await new Kvm(nc).open(buckets.floors);
     const earlier = 200;
     const { sent, floor } = await sendHandledAndAcknowledged(room, handled, jsm, member, earlier);
-    const recorded = async () => {
-      const e = await floors.get(`inbox.${inboxShardOf(member)}`);
-      return e?.json<Record<string, number>>()[member];
-    };
+    const recorded = () => recordedFloor(floors, member);
     await waitFor(async () => (await recorded()) === floor, 'the floor recorded');
 
     await parley.restartNats({
@@ -176,16 +191,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
         );
       },
     });
-    const next = await room.send('next');
-    await waitFor(
-      () => handled.some((d) => d.message.id === next.id),
-      'the next message to be handled',
-      30_000,
-    );
-    assert.deepEqual(
-      handled.map((d) => d.message.id),
-      [...sent.sort((x, y) => x.roomSeq - y.roomSeq).map((m) => m.id), next.id],
-    );
+    await nextHandledOnceInOrder(room, handled, sent);
     const inbox = await answered(() => jsm.consumers.info(inboxStream(member), member));
     console.log(
       `consumer-state-lost: with no floor read, the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart`,
@@ -205,10 +211,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     const floors = await new Kvm(nc).open(buckets.floors);
     const earlier = 300;
     const { floor } = await sendHandledAndAcknowledged(room, handled, jsm, member, earlier);
-    const recorded = async () => {
-      const e = await floors.get(`inbox.${inboxShardOf(member)}`);
-      return e?.json<Record<string, number>>()[member];
-    };
+    const recorded = () => recordedFloor(floors, member);
     await waitFor(async () => (await recorded()) === floor, 'the floor recorded');
     await receiver.close();
 

@@ -25,7 +25,7 @@ export interface AttachResult {
   deliverSubject: string;
   /** A pull consumer made by an earlier version was replaced by a push one at its ack floor. */
   migrated: boolean;
-  /** The consumer was made again after this inbox position (see {@link resumeInbox}). */
+  /** The consumer was made again after this inbox position (see {@link attachInbox}). */
   resumedAfter?: number;
 }
 
@@ -38,10 +38,13 @@ export interface AttachDeps {
 }
 
 /**
- * Attaches `caller`'s inbox consumer to `_INBOX.<caller>.deliver.<session>`; with `resumeAfter`,
- * first makes a consumer that forgot its position go on after it (see {@link resumeInbox}). A
- * consumer found below the floor recorded for it is made again after that floor before it is pointed
- * at the caller (it would push what the caller handled before).
+ * Attaches `caller`'s inbox consumer to `_INBOX.<caller>.deliver.<session>`. A consumer found below
+ * its floor — the one recorded for it, or with `resumeAfter` the one the caller's SDK was told last,
+ * whichever is higher — forgot its position: nats-server before 2.11.11 (and 2.12.0) rewrites a
+ * consumer's state file in place, and a kill -9 between the truncate and the write brings the
+ * consumer back at its start, which would push the participant's whole inbox again (up to 14 days).
+ * It is made again after that floor before it is pointed at the caller. Everything up to a floor
+ * the server reported was acknowledged, so nothing the participant has not handled is skipped.
  */
 export async function attachInbox(
   deps: AttachDeps,
@@ -51,11 +54,6 @@ export async function attachInbox(
 ): Promise<AttachResult> {
   const { jsm, log } = deps;
   const target = subjects.inboxDeliver(caller, session);
-  if (resumeAfter !== undefined) {
-    const recorded = deps.floors?.floorOf(caller) ?? 0;
-    const resumedAfter = await resumeInbox(jsm, log, caller, target, resumeAfter, recorded);
-    if (resumedAfter !== undefined) return { deliverSubject: target, migrated: false, resumedAfter };
-  }
   // Two JetStream API calls, as `consumers.update` makes (it reads the consumer, then writes it),
   // with the check between them: thousands of agents connecting at once queue on the server's API
   // (pnpm bench:scale), so the common case makes no third.
@@ -65,16 +63,38 @@ export async function attachInbox(
     // A pull consumer cannot become a push one by an update: see below.
     if (!info.config.deliver_subject)
       return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
-    const floor = deps.floors?.floorOf(caller) ?? 0;
-    if (info.ack_floor.stream_seq < floor) {
+    const asked = resumeAfter ?? 0;
+    const recorded = deps.floors?.floorOf(caller) ?? 0;
+    if (info.ack_floor.stream_seq < Math.max(asked, recorded)) {
       const last = (await jsm.streams.info(stream)).state.last_seq;
-      if (floor <= last) {
+      if (asked > last)
+        throw new ParleyError(
+          'INVALID_ARGUMENT',
+          `resumeAfter ${asked} is past the end of ${caller}'s inbox stream (${last}): nothing was changed`,
+          { details: { resumeAfter: asked, inboxEnd: last } },
+        );
+      // A recorded floor past the end is from before the stream was made again (inbox-floors.ts).
+      if (recorded > last)
+        log.warn(
+          { participant: caller, floor: recorded, last },
+          'recorded inbox floor past the inbox end: ignored',
+        );
+      const after = recorded > asked && recorded <= last ? recorded : asked;
+      if (info.ack_floor.stream_seq < after) {
         // Someone else receiving is not this caller's to move; its own session (a resume) is.
         if (info.push_bound && info.config.deliver_subject !== target) throw inUse(caller);
-        await recreateAfter(jsm, log, caller, target, info, floor, 'the record');
-        return { deliverSubject: target, migrated: false, resumedAfter: floor };
+        await recreateAt(jsm, caller, target, info, after + 1);
+        log.warn(
+          {
+            participant: caller,
+            ackFloor: info.ack_floor.stream_seq,
+            delivered: info.delivered.stream_seq,
+            after,
+          },
+          `inbox consumer below the floor ${after === asked ? 'the SDK' : 'the record'} had (nats-server lost its state): made again after it`,
+        );
+        return { deliverSubject: target, migrated: false, resumedAfter: after };
       }
-      log.warn({ participant: caller, floor, last }, 'recorded inbox floor past the inbox end: ignored');
     }
     await jsm.consumers.add(stream, { ...info.config, deliver_subject: target }, UPDATE);
     return { deliverSubject: target, migrated: false };
@@ -151,66 +171,4 @@ async function recreateAt(
     deliver_subject: target,
     ...(start > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: start } : {}),
   });
-}
-
-/**
- * nats-server before 2.11.11 (and 2.12.0) rewrites a consumer's state file in place, and a kill -9
- * between the truncate and the write brings the consumer back at its start: it would push the
- * participant's whole inbox again (up to 14 days). The SDK remembers the acknowledgement floor the
- * server told it last (`asked`), and the floor recorded for the consumer (`recorded`) may be higher
- * (the SDK reads one every 250 deliveries); when the consumer, still pointed at the caller's
- * session, is below the higher of the two, it is made again after it. Everything up to a floor the
- * server reported was acknowledged, so nothing the participant has not handled is skipped. Resolves
- * the position it goes on after when it was made again.
- */
-async function resumeInbox(
-  jsm: JetStreamManager,
-  log: Logger,
-  caller: string,
-  target: string,
-  asked: number,
-  recorded: number,
-): Promise<number | undefined> {
-  const stream = inboxStream(caller);
-  let info: ConsumerInfo;
-  let last: number;
-  try {
-    info = await jsm.consumers.info(stream, caller);
-    last = (await jsm.streams.info(stream)).state.last_seq;
-  } catch (err) {
-    if (isConsumerNotFound(err)) throw noInbox(caller);
-    throw new ParleyError('UNAVAILABLE', `the inbox of ${caller} could not be read now; try again`, {
-      cause: err,
-      retryAfterMs: 1_000,
-    });
-  }
-  if (asked > last)
-    throw new ParleyError(
-      'INVALID_ARGUMENT',
-      `resumeAfter ${asked} is past the end of ${caller}'s inbox stream (${last}): nothing was changed`,
-      { details: { resumeAfter: asked, inboxEnd: last } },
-    );
-  // A recorded floor past the end is from before the stream was made again (see inbox-floors.ts).
-  const after = recorded > asked && recorded <= last ? recorded : asked;
-  // Another session's consumer is not this caller's to move; one at or past the floor is fine.
-  if (info.config.deliver_subject !== target || info.ack_floor.stream_seq >= after) return undefined;
-  await recreateAfter(jsm, log, caller, target, info, after, after === asked ? 'the SDK' : 'the record');
-  return after;
-}
-
-/** Makes an inbox consumer that forgot its position go on after `after`, and says so. */
-async function recreateAfter(
-  jsm: JetStreamManager,
-  log: Logger,
-  caller: string,
-  target: string,
-  info: ConsumerInfo,
-  after: number,
-  floorFrom: 'the SDK' | 'the record',
-): Promise<void> {
-  await recreateAt(jsm, caller, target, info, after + 1);
-  log.warn(
-    { participant: caller, ackFloor: info.ack_floor.stream_seq, delivered: info.delivered.stream_seq, after },
-    `inbox consumer below the floor ${floorFrom} had (nats-server lost its state): made again after it`,
-  );
 }
