@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -27,10 +27,13 @@ import { ConfigError, ensureBackbone, MIN_INBOX_BYTES, MIN_STREAM_BYTES, silentL
 import type { Delivery } from '@parley/sdk';
 import { loadConfig as loadStandaloneConfig } from '@parley/standalone';
 import {
+  GUARDS_OFF,
   memoryCursorStore,
+  type ServiceProcess,
   serviceConnection,
   startParley,
   startServer,
+  startServiceProcess,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
@@ -298,6 +301,69 @@ describe('retention: per-room caps (room log 10 entries, inbox 3 per participant
     const told = errors.find((e) => isParleyError(e, 'HISTORY_EXPIRED')) as ParleyError | undefined;
     assert.equal(told?.details?.retainedFrom, sent[6]);
     assert.equal(told?.details?.room, room.id);
+  });
+});
+
+describe('retention: a room whose first entries the cap removed before the fan-out read them', () => {
+  let parley: TestParley;
+  let replica: ServiceProcess | undefined;
+  before(async () => {
+    // No fan-out until the test starts one: the in-process rooms service takes sends (the ingress)
+    // and serves the control plane only.
+    parley = await startParley({
+      backbone: { roomsMaxMsgsPerRoom: 10 },
+      rooms: { PARLEY_FANOUT: false },
+    });
+  });
+  after(async () => {
+    await replica?.kill9();
+    await parley?.destroy();
+  });
+
+  it('the fan-out that comes after delivers what the log holds, in order, once', async () => {
+    const a = await parley.participant();
+    const b = await parley.participant();
+    const sender = await parley.connect(a.creds);
+    const reader = await parley.connect(b.creds);
+    const got: Delivery[] = [];
+    reader.on('message', (d) => {
+      got.push(d);
+    });
+    await reader.listening;
+    // The room's creation, its joins and m0..m3 are gone from the log before any fan-out reads it:
+    // a fan-out that lagged more than the cap behind (seen on a 3-node cluster under a burst).
+    const room = await sender.rooms.create('capped before the fan-out', { members: [b.id] });
+    const sent: number[] = [];
+    for (let i = 0; i < 14; i++) sent.push((await room.send(`m${i}`)).roomSeq);
+    assert.equal((await room.history({ order: 'oldest', limit: 1 })).retainedFrom, sent[4]);
+    const credsFile = join(parley.home.paths.credsDir, 'rooms-fanout.creds');
+    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
+    replica = await startServiceProcess('rooms', {
+      ...GUARDS_OFF,
+      NATS_URL: parley.natsUrl,
+      NATS_CREDS: credsFile,
+      PARLEY_REPLICA_ID: 'fanout-0',
+      PARLEY_INGRESS: 'false',
+    });
+    // Its view of the room starts from the room's members (before: nobody, so nothing was ever
+    // delivered to anyone in the room, then or later).
+    await waitFor(
+      () => got.length >= 10,
+      () => `the 10 messages the log holds (got ${got.map(text).join(', ') || 'nothing'})`,
+      60_000,
+    );
+    // And what is sent after reaches the member too.
+    await room.send('after');
+    await waitFor(
+      () => got.length >= 11,
+      () => `the message sent after (got ${got.map(text).join(', ')})`,
+    );
+    assert.deepEqual(got.map(text), [...Array.from({ length: 10 }, (_, i) => `m${i + 4}`), 'after']);
+    assert.deepEqual(
+      got.slice(0, 10).map((d) => d.roomSeq),
+      sent.slice(4),
+    );
+    assert.match(replica.output(), /the room's first log entries were removed before the fan-out read them/);
   });
 });
 
