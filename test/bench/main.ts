@@ -52,6 +52,7 @@ const usage = `pnpm bench [options]
   --registry-agents <n>  agents for the registry search; 0 skips it  default 10000 (500 with --quick)
   --no-tracing           skip the tracing-on run
   --quick                small sizes, for a smoke run
+  --series               print each latency run's median and worst per half second (stderr)
   --json                 print the result as JSON (progress still goes to stderr)
   --help                 this text
 
@@ -65,6 +66,7 @@ function parse() {
     options: {
       json: { type: 'boolean', default: false },
       quick: { type: 'boolean', default: false },
+      series: { type: 'boolean', default: false },
       tracing: { type: 'boolean', default: true },
       messages: { type: 'string' },
       runs: { type: 'string' },
@@ -95,6 +97,8 @@ const shape = {
   payloadBytes: 512,
   messages,
   latencySeconds: quick ? 2 : 5,
+  // Sent at the run's rate before the measured seconds, not counted (see LatencyOptions).
+  warmupSeconds: quick ? 0.5 : 1,
   idleSeconds: quick ? 3 : 30,
   settleSeconds: quick ? 1 : 5,
 };
@@ -284,24 +288,33 @@ try {
     const ratePerSec = Math.max(1, Math.round((capacity * loadFraction) / shape.membersPerRoom));
     const pct = Math.round(loadFraction * 100);
     progress(`latency at ${pct}% of capacity: ${ratePerSec} room messages/s`);
-    const deliveries = ratePerSec * shape.latencySeconds * shape.membersPerRoom;
+    // CPU is measured over the warm-up too.
+    const deliveries =
+      Math.round(ratePerSec * (shape.warmupSeconds + shape.latencySeconds)) * shape.membersPerRoom;
+    const latencyOptions = { warmupSeconds: shape.warmupSeconds };
     // Each Node process's event-loop delay over the run: how long a message that reached its socket
     // waits for the process to read it (the services' window starts at this read).
     await servicesLoopDelay(backbone.metricsUrl);
     const p = await cpuDuring(backbone.pids, () =>
       profiled(profileDir, `bench-parley-at-${pct}`, () =>
-        loopDelayDuring(() => parley.latency(ratePerSec, shape.latencySeconds)),
+        loopDelayDuring(() => parley.latency(ratePerSec, shape.latencySeconds, latencyOptions)),
       ),
     );
     const servicesDelay = await servicesLoopDelay(backbone.metricsUrl);
     const r = await cpuDuring(backbone.pids, () =>
       profiled(profileDir, `bench-raw-at-${pct}`, () =>
-        loopDelayDuring(() => raw.latency(ratePerSec, shape.latencySeconds)),
+        loopDelayDuring(() => raw.latency(ratePerSec, shape.latencySeconds, latencyOptions)),
       ),
     );
+    if (args.series) {
+      progress(`parley at ${pct}%, seconds:p50/max ms: ${p.result.result.series}`);
+      progress(`raw at ${pct}%, seconds:p50/max ms: ${r.result.result.series}`);
+    }
     latencyByLoad.push({
       loadFraction,
       ratePerSec,
+      seconds: shape.latencySeconds,
+      warmupSeconds: shape.warmupSeconds,
       parley: { ...p.result.result.endToEnd, stages: p.result.result.stages },
       raw: r.result.result.endToEnd,
       // At the same rate, so per-delivery work compares without the machine's load in it.
@@ -351,7 +364,9 @@ try {
     try {
       const traced = await setupParley(parleyOptions(backbone));
       const deliveredPerSec = await traced.throughput(messages);
-      const l = await traced.latency(atHalf?.ratePerSec ?? 100, shape.latencySeconds);
+      const l = await traced.latency(atHalf?.ratePerSec ?? 100, shape.latencySeconds, {
+        warmupSeconds: shape.warmupSeconds,
+      });
       await traced.close();
       await telemetry.forceFlush();
       await backbone.stop();

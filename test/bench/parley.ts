@@ -7,7 +7,7 @@
 import { registryApi } from '@parley/contracts';
 import { type Agent, connect, type Delivery } from '@parley/sdk';
 import type { Pipeline } from './raw.js';
-import { atRate, progress, tail, windowed } from './stats.js';
+import { atRate, LatencyRecorder, progress, tail, windowed } from './stats.js';
 
 export interface ParleyBenchOptions {
   natsUrl: string;
@@ -43,7 +43,7 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
   const agents: Agent[] = [];
   const rooms: { id: string; sender: Agent }[] = [];
   let delivered = 0;
-  let latencies: number[] | undefined;
+  let recorder: LatencyRecorder | undefined;
   let onDelivered: (() => void) | undefined;
   const slow: string[] = [];
   // Where the time goes, per delivery: sender → ingress stamp, ingress → inbox store, inbox → handler
@@ -53,19 +53,19 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
     | undefined;
   const count = (d: Delivery) => {
     const t = d.message.metadata?.t;
-    if (latencies && t) {
-      const ms = performance.now() - Number(t);
-      latencies.push(ms);
+    const now = performance.now();
+    if (recorder && t && recorder.record(Number(t), now)) {
+      const ms = now - Number(t);
       const w = Number(d.message.metadata?.w);
       if (stages && w && d.inboxedAt) {
         const accepted = Date.parse(d.message.sentAt);
         stages.toIngress.push(accepted - w);
         stages.toInbox.push(d.inboxedAt - accepted);
-        const now = Date.now();
-        stages.toHandler.push(now - d.inboxedAt);
+        const wall = Date.now();
+        stages.toHandler.push(wall - d.inboxedAt);
         if (d.receivedAt) {
           stages.toClient.push(d.receivedAt - d.inboxedAt);
-          stages.inClient.push(now - d.receivedAt);
+          stages.inClient.push(wall - d.receivedAt);
         }
       }
       // Outliers say where time went: redelivered = the SDK's first copy was never acknowledged.
@@ -132,15 +132,17 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
       progress(`parley: ${perSec} deliveries/s`);
       return perSec;
     },
-    async latency(ratePerSec, seconds) {
+    async latency(ratePerSec, seconds, { warmupSeconds = 0 } = {}) {
       const before = delivered;
-      latencies = [];
+      const r = new LatencyRecorder(performance.now() + warmupSeconds * 1000);
+      recorder = r;
       stages = { toIngress: [], toInbox: [], toHandler: [], toClient: [], inClient: [] };
       slow.length = 0;
-      const n = Math.round(ratePerSec * seconds);
+      const n = Math.round(ratePerSec * (warmupSeconds + seconds));
       await atRate(n, ratePerSec, (i) => void send(i));
       await waitDelivered(before + n * o.membersPerRoom);
-      const endToEnd = tail(latencies);
+      recorder = undefined;
+      const endToEnd = tail(r.latencies);
       const byStage = {
         senderToIngress: tail(stages.toIngress),
         ingressToInbox: tail(stages.toInbox),
@@ -148,13 +150,12 @@ export async function setupParley(o: ParleyBenchOptions): Promise<ParleyPipeline
         inboxToReceived: tail(stages.toClient),
         receivedToHandler: tail(stages.inClient),
       };
-      latencies = undefined;
       stages = undefined;
       if (slow.length) progress(`parley: slowest deliveries:\n  ${slow.join('\n  ')}`);
       progress(
         `parley: at ${ratePerSec}/s p50 ${endToEnd.p50} p99 ${endToEnd.p99} p99.9 ${endToEnd.p999} max ${endToEnd.max} ms; stages p99 (ms) ${byStage.senderToIngress.p99} | ${byStage.ingressToInbox.p99} | ${byStage.inboxToHandler.p99} (${byStage.inboxToReceived.p99} + ${byStage.receivedToHandler.p99})`,
       );
-      return { endToEnd, stages: byStage };
+      return { endToEnd, stages: byStage, series: r.series() };
     },
     async close() {
       await Promise.all(agents.map((a) => a.close()));

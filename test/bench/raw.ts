@@ -25,7 +25,7 @@ import {
 import { headers, type NatsConnection, nanos } from '@nats-io/transport-node';
 import { INBOX_IDLE_HEARTBEAT_MS, PARTITION_IDLE_HEARTBEAT_MS } from '@parley/contracts';
 import { JsPublisher } from '@parley/kit';
-import { atRate, progress, type Tail, tail, windowed } from './stats.js';
+import { atRate, LatencyRecorder, progress, type Tail, tail, windowed } from './stats.js';
 
 /** Options of the raw pipeline. */
 export interface RawOptions {
@@ -57,10 +57,23 @@ export interface RawOptions {
   memberConnect?: (member: string) => Promise<NatsConnection>;
 }
 
+/** How a latency run is measured. */
+export interface LatencyOptions {
+  /**
+   * Seconds at the run's rate sent before the measured ones and not counted: what came before (a
+   * throughput run at saturation, the other pipeline's run) is still draining when a run starts,
+   * and its first half second held the run's worst deliveries (raw after a throughput run: 100–240
+   * ms in the first 0.5 s, under 20 ms after; session 34). @default 0
+   */
+  warmupSeconds?: number;
+}
+
 /** What one latency run measured. */
 export interface LoadResult {
   /** Send → handler, ms. */
   endToEnd: Tail;
+  /** Per half second of send time after the warm-up: `seconds:p50/max` (ms). */
+  series: string;
   /** Per stage, when the pipeline can tell (ms). */
   stages?: Record<string, Tail>;
 }
@@ -69,8 +82,11 @@ export interface LoadResult {
 export interface Pipeline {
   /** Sends `messages` as fast as the window allows; deliveries per second until the last one. */
   throughput(messages: number): Promise<number>;
-  /** Sends at `ratePerSec` room messages per second for `seconds`, and measures every delivery. */
-  latency(ratePerSec: number, seconds: number): Promise<LoadResult>;
+  /**
+   * Sends at `ratePerSec` room messages per second for `warmupSeconds` and then `seconds` more, and
+   * measures every delivery of what was sent after the warm-up (see {@link LatencyOptions}).
+   */
+  latency(ratePerSec: number, seconds: number, options?: LatencyOptions): Promise<LoadResult>;
   close(): Promise<void>;
 }
 
@@ -158,7 +174,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
 
   // Consumers: one connection per member, like one process per agent.
   let delivered = 0;
-  let latencies: number[] | undefined;
+  let recorder: LatencyRecorder | undefined;
   let onDelivered: (() => void) | undefined;
   const memberConns: NatsConnection[] = [];
   const iters: ConsumerMessages[] = [];
@@ -169,7 +185,7 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
     iters.push(
       await consumer.consume({
         callback: (msg) => {
-          if (latencies) latencies.push(performance.now() - Number(msg.headers?.get('t')));
+          recorder?.record(Number(msg.headers?.get('t')));
           msg.ack();
           delivered++;
           onDelivered?.();
@@ -318,16 +334,17 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
       progress(`raw: ${perSec} deliveries/s`);
       return perSec;
     },
-    async latency(ratePerSec, seconds) {
+    async latency(ratePerSec, seconds, { warmupSeconds = 0 } = {}) {
       const before = delivered;
-      latencies = [];
-      const count = Math.round(ratePerSec * seconds);
+      const r = new LatencyRecorder(performance.now() + warmupSeconds * 1000);
+      recorder = r;
+      const count = Math.round(ratePerSec * (warmupSeconds + seconds));
       await atRate(count, ratePerSec, (i) => void publish(i));
       await waitDelivered(before + count * o.membersPerRoom);
-      const endToEnd = tail(latencies);
-      latencies = undefined;
+      recorder = undefined;
+      const endToEnd = tail(r.latencies);
       progress(`raw: at ${ratePerSec}/s p50 ${endToEnd.p50} p99 ${endToEnd.p99} max ${endToEnd.max} ms`);
-      return { endToEnd };
+      return { endToEnd, series: r.series() };
     },
     async close() {
       for (const f of fanouts) await f();

@@ -33,6 +33,43 @@ export function tail(values: number[]): Tail {
   return { p50: at(0.5), p99: at(0.99), p999: at(0.999), max: at(1), count: sorted.length };
 }
 
+/**
+ * A latency run's deliveries: only of messages sent at or after `from` (`performance.now()`), so a
+ * warm-up at the run's rate is not counted; and, per half second of send time, the median and the
+ * worst (`--series`).
+ */
+export class LatencyRecorder {
+  readonly latencies: number[] = [];
+  readonly #sentAt: number[] = [];
+  constructor(readonly from: number) {}
+
+  /** Records a delivery of a message sent at `sentAt`; false when it was sent in the warm-up. */
+  record(sentAt: number, now = performance.now()): boolean {
+    if (!(sentAt >= this.from)) return false;
+    this.latencies.push(now - sentAt);
+    this.#sentAt.push(sentAt);
+    return true;
+  }
+
+  /** "seconds since `from`: p50/max ms" per half second, e.g. `1.5:2.1/14`. */
+  series(): string {
+    const windows = new Map<number, number[]>();
+    for (const [i, t] of this.#sentAt.entries()) {
+      const k = Math.floor((t - this.from) / 500);
+      const w = windows.get(k) ?? [];
+      w.push(this.latencies[i] ?? 0);
+      windows.set(k, w);
+    }
+    return [...windows.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([k, w]) => {
+        const t = tail(w);
+        return `${(k / 2).toFixed(1)}:${t.p50}/${Math.round(t.max)}`;
+      })
+      .join(' ');
+  }
+}
+
 /** The median of a few numbers. */
 export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
