@@ -200,7 +200,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     // pushed before the SDK noticed (held back, never handled).
     assert.ok(
       inbox.delivered.consumer_seq <= 2,
-      `the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart (the SDK reported ${JSON.stringify(failures)})`,
+      `the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart (the SDK reported ${JSON.stringify(failures)}; floor recorded before the crash ${floor}, now ${await recorded()}; the consumer now: ack floor ${inbox.ack_floor.stream_seq}, delivered ${inbox.delivered.stream_seq}, start ${inbox.config.opt_start_seq ?? 'all'})`,
     );
     assert.deepEqual(failures, ['inbox_state_lost']);
   });

@@ -64,7 +64,9 @@ export async function attachInbox(
     if (!info.config.deliver_subject)
       return { deliverSubject: target, migrated: await migrate(jsm, log, caller, target, info) };
     const asked = resumeAfter ?? 0;
-    const recorded = deps.floors?.floorOf(caller) ?? 0;
+    // A resume comes right after a crash, when the watched copy of the record may be behind.
+    const recorded =
+      (resumeAfter === undefined ? deps.floors?.floorOf(caller) : await deps.floors?.read(caller)) ?? 0;
     if (info.ack_floor.stream_seq < Math.max(asked, recorded)) {
       const last = (await jsm.streams.info(stream)).state.last_seq;
       if (asked > last)

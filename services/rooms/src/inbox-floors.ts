@@ -73,8 +73,15 @@ function sameFloors(a: ShardFloors | undefined, b: ShardFloors): boolean {
 
 /** See the module comment. */
 export interface InboxFloors {
-  /** The floor recorded for `participant`'s inbox consumer, 0 when none is. */
+  /** The floor recorded for `participant`'s inbox consumer, 0 when none is (the watched copy). */
   floorOf(participant: string): number;
+  /**
+   * The same, read from the bucket: the watched copy can be behind the last round. An agent whose
+   * consumer came back at its start asks within milliseconds of the crash, and the round recorded
+   * just before it may not have reached this replica's watch (a clean clone's run: the copy had no
+   * floor yet, the consumer was left at its start and pushed 202 entries again).
+   */
+  read(participant: string): Promise<number>;
   /** `participant` was deregistered: its floor goes at its shard's next round. */
   forget(participant: string): void;
   stop(): void;
@@ -137,12 +144,16 @@ export async function startInboxFloors(o: InboxFloorsOptions): Promise<InboxFloo
     for (const p of gone) if (!held.includes(inboxShardOf(p))) gone.delete(p);
     for (const shard of held) await recordShard(shard);
   }
+  const watched = (participant: string) => records.get(inboxShardOf(participant))?.[participant] ?? 0;
   const stop =
     o.everyMs > 0 ? everyRound(o.everyMs, record, { log, what: 'recording the inbox floors' }) : undefined;
 
   return {
-    floorOf(participant) {
-      return records.get(inboxShardOf(participant))?.[participant] ?? 0;
+    floorOf: watched,
+    async read(participant) {
+      const e = await o.kv.get(floorsKey(inboxShardOf(participant)));
+      const stored = e?.operation === 'PUT' && e.length > 0 ? ShardFloors.parse(e.json()) : {};
+      return Math.max(stored[participant] ?? 0, watched(participant));
     },
     forget(participant) {
       gone.add(participant);
