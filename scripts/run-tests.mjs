@@ -64,6 +64,7 @@ const LONGEST = [
   'console/test/console.test.ts', // 69 s
   'bridges/test/crash-resume.test.ts', // 61 s
   'test/soak/soak.test.ts', // 55 s
+  'test/cluster/fanout-leaderless.test.ts', // 50 s
   'services/standalone/test/restarts.test.ts', // 54 s
   'test/integration/reliability-processes.test.ts', // 53 s (73 s on the cluster)
   'test/integration/reliability.test.ts', // 35 s (82 s on the cluster)

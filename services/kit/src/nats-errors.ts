@@ -8,6 +8,8 @@ import { JetStreamApiError } from '@nats-io/jetstream';
 
 /** JetStream API error codes Parley acts on (nats-server `errors.json`). */
 export const JsErrorCode = {
+  /** `JetStream system temporarily unavailable` (JSClusterNotAvailErr): no leader for the asset or the meta group, as the answering server sees it. */
+  ClusterNotAvailable: 10008,
   /** `consumer name already in use` (JSConsumerNameExistErr; also a push consumer whose deliver subject is live). */
   ConsumerNameInUse: 10013,
   /** `consumer not found` (JSConsumerNotFoundErr). */
@@ -50,6 +52,12 @@ export const isKvConflict: (err: unknown) => boolean = is(
   JsErrorCode.WrongLastSequence,
   JsErrorCode.WrongLastSequenceUnknown,
 );
+
+/**
+ * True when the answering server knows no leader for the asset (a consumer's own raft group, or
+ * the meta group): "JetStream system temporarily unavailable".
+ */
+export const isClusterNotAvailable: (err: unknown) => boolean = is(JsErrorCode.ClusterNotAvailable);
 
 /** True when the stream asked for does not exist. */
 export const isStreamNotFound: (err: unknown) => boolean = is(JsErrorCode.StreamNotFound);

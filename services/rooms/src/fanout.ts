@@ -59,6 +59,7 @@ import {
   traceAttributes,
 } from '@parley/contracts';
 import {
+  isClusterNotAvailable,
   isConsumerNotFound,
   isKvConflict,
   type JsPublisher,
@@ -262,6 +263,15 @@ const SAMPLE_MS = 1_000;
 /** How long a worker that reconnected watches its consumer for a push before it starts over, ms. */
 const STALL_WATCH_MS = 500;
 
+/**
+ * How long a partition consumer may answer "JetStream system temporarily unavailable" (its own raft
+ * group without a leader, as the server the worker reads from sees it) before the worker makes it
+ * again, ms. After a 3-node cluster's whole restart one consumer's group had no leader for 11 s
+ * after the room log answered (test:contended, session 34: its partition delivered 13.3 s after the
+ * streams answered); a consumer made anew has a new group, elected in 150–800 ms on an idle cluster.
+ */
+const CONSUMER_LEADERLESS_MS = 2_000;
+
 /** `err` with `what` failed in front of its message (its type and cause kept). */
 function named(what: string, err: unknown): Error {
   if (!(err instanceof Error)) return new Error(`${what}: ${String(err)}`);
@@ -327,6 +337,11 @@ export function createFanout(o: FanoutOptions) {
    * followed by an add after the last entry handled that the log holds. An error names the step
    * that failed. `rewound` is called when the consumer was made again from an entry handled
    * before, with the entry it starts after (none when it starts at a time).
+   *
+   * `leaderless`: the worker's reads of the consumer have answered "JetStream system temporarily
+   * unavailable" for CONSUMER_LEADERLESS_MS. When this one does too and the worker handled entries,
+   * the consumer is deleted and made again after the last entry handled that the log holds, as one
+   * that is gone (a new raft group), instead of waiting for its group to elect.
    */
   async function ensureConsumer(
     p: number,
@@ -336,6 +351,7 @@ export function createFanout(o: FanoutOptions) {
     writer: JetStreamManager,
     rewound: (held: LogPoint | undefined) => void,
     recreate: boolean,
+    leaderless: boolean,
   ): Promise<number> {
     const name = partitionConsumer(p);
     const base = {
@@ -363,7 +379,21 @@ export function createFanout(o: FanoutOptions) {
         'adding the partition consumer',
         writer.consumers.add(streams.rooms, { ...base, ...startingAt(from) }),
       );
-    const info = await current();
+    const info = await current().catch(async (err: unknown) => {
+      if (!leaderless || !handledAny || !isClusterNotAvailable(err) || stopped()) throw err;
+      log.warn(
+        { partition: p, ms: CONSUMER_LEADERLESS_MS },
+        'partition consumer without a leader while the room log answers: deleting it, to make it again after the last entry handled that the log holds',
+      );
+      // A meta-layer call (the consumer's own group has no leader): the JetStream default wait.
+      await writer.consumers.delete(streams.rooms, name).catch(async (e: unknown) => {
+        if (isConsumerNotFound(e)) return;
+        // Unanswered, but made all the same (as above): gone means done.
+        if ((await current().catch(() => true)) !== undefined)
+          throw named('deleting the leaderless partition consumer', e);
+      });
+      return undefined;
+    });
     if (!info) {
       // Gone while this worker held the partition (a delete whose answer was lost, an operator):
       // made again after the last entry handled that the log holds, as when the log went back (the
@@ -1058,6 +1088,7 @@ export function createFanout(o: FanoutOptions) {
 
   /** Why a worker starts over when its consumer holds entries and pushes none (see `recheck`). */
   const STALLED = 'partition consumer pushes nothing';
+  const LEADERLESS = 'partition consumer without a leader';
   const FORGOTTEN = 'the partition consumer started over from the start of the room log';
 
   /**
@@ -1103,6 +1134,9 @@ export function createFanout(o: FanoutOptions) {
     // whether that was reported as stuck (see FanoutOptions.stuckAfterMs).
     let failingSince: number | undefined;
     let stuck = false;
+    // Since when reads of the partition consumer have answered "temporarily unavailable" (see
+    // CONSUMER_LEADERLESS_MS), in the worker's restarts and in its checks alike.
+    let leaderlessSince: number | undefined;
 
     /**
      * Whether the room log no longer holds `point` (see {@link logWentBack}), asked with the probe's
@@ -1225,9 +1259,16 @@ export function createFanout(o: FanoutOptions) {
             .info(streams.rooms, partitionConsumer(p))
             .catch((err: unknown) => {
               if (isConsumerNotFound(err)) return null;
+              if (isClusterNotAvailable(err)) leaderlessSince ??= Date.now();
               return undefined;
             });
           if (info === undefined) {
+            // Its group without a leader for a while: starting over makes it again (ensureConsumer).
+            if (leaderlessSince !== undefined && Date.now() - leaderlessSince >= CONSUMER_LEADERLESS_MS) {
+              plog.info({ why, reason: LEADERLESS }, 'partition consumer stalled: starting over');
+              kick(sub, LEADERLESS);
+              return;
+            }
             if (Date.now() > until) {
               plog.warn(
                 { why, waitedMs: PROBE_FOR_MS },
@@ -1251,6 +1292,7 @@ export function createFanout(o: FanoutOptions) {
             kick(sub, 'the room log went back under the partition consumer');
             return;
           }
+          leaderlessSince = undefined;
           reason = info === null ? 'partition consumer gone' : stallOf(info, sub.lastDelivery);
           if (!reason || queue.length > 0 || sub.arrivals !== arrivals) return;
           if (sub.busy) {
@@ -1303,11 +1345,13 @@ export function createFanout(o: FanoutOptions) {
                 idleChecked = undefined;
               },
               restartedFor === STALLED,
+              leaderlessSince !== undefined && Date.now() - leaderlessSince >= CONSUMER_LEADERLESS_MS,
             ),
             arrivals: 0,
             busy: false,
           };
           lostPoint = undefined;
+          leaderlessSince = undefined;
           deferred = undefined;
           let gap = false;
           queue.length = 0;
@@ -1478,6 +1522,9 @@ export function createFanout(o: FanoutOptions) {
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
           restartedFor = (err as Error).message;
           failedAt = Date.now();
+          if (isClusterNotAvailable(err) && restartedFor.startsWith('reading the partition consumer'))
+            leaderlessSince ??= failedAt;
+          else if (restartedFor !== LEADERLESS) leaderlessSince = undefined;
           failingSince ??= failedAt;
           if (failedAt - failingSince >= stuckAfterMs) {
             if (!stuck) {
