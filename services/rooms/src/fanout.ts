@@ -1134,8 +1134,8 @@ export function createFanout(o: FanoutOptions) {
     // whether that was reported as stuck (see FanoutOptions.stuckAfterMs).
     let failingSince: number | undefined;
     let stuck = false;
-    // Since when reads of the partition consumer have answered "temporarily unavailable" (see
-    // CONSUMER_LEADERLESS_MS), in the worker's restarts and in its checks alike.
+    // Since when reads of the partition consumer have answered "temporarily unavailable" in a row
+    // (see CONSUMER_LEADERLESS_MS): in the worker's restarts, or in the check that started it over.
     let leaderlessSince: number | undefined;
 
     /**
@@ -1252,6 +1252,8 @@ export function createFanout(o: FanoutOptions) {
         const probe = await probeOf(conn);
         const until = Date.now() + PROBE_FOR_MS;
         let reason: string | undefined;
+        // Since when this check's reads have answered "temporarily unavailable", in a row.
+        let leaderlessFrom: number | undefined;
         for (let look = 0; look < 2; ) {
           if (stopped || sub !== live || sub.restart) return;
           const arrivals = sub.arrivals;
@@ -1259,13 +1261,15 @@ export function createFanout(o: FanoutOptions) {
             .info(streams.rooms, partitionConsumer(p))
             .catch((err: unknown) => {
               if (isConsumerNotFound(err)) return null;
-              if (isClusterNotAvailable(err)) leaderlessSince ??= Date.now();
+              if (isClusterNotAvailable(err)) leaderlessFrom ??= Date.now();
+              else leaderlessFrom = undefined;
               return undefined;
             });
           if (info === undefined) {
             // Its group without a leader for a while: starting over makes it again (ensureConsumer).
-            if (leaderlessSince !== undefined && Date.now() - leaderlessSince >= CONSUMER_LEADERLESS_MS) {
+            if (leaderlessFrom !== undefined && Date.now() - leaderlessFrom >= CONSUMER_LEADERLESS_MS) {
               plog.info({ why, reason: LEADERLESS }, 'partition consumer stalled: starting over');
+              leaderlessSince = leaderlessFrom;
               kick(sub, LEADERLESS);
               return;
             }
@@ -1292,7 +1296,6 @@ export function createFanout(o: FanoutOptions) {
             kick(sub, 'the room log went back under the partition consumer');
             return;
           }
-          leaderlessSince = undefined;
           reason = info === null ? 'partition consumer gone' : stallOf(info, sub.lastDelivery);
           if (!reason || queue.length > 0 || sub.arrivals !== arrivals) return;
           if (sub.busy) {
