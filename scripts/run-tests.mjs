@@ -150,10 +150,6 @@ if (failed.length === 0) process.exit(0);
 const KNOWN_DEFECTS = new Map(
   [
     ['test/chaos/chaos.test.ts', 'issue 21, nats-server 2.9.10 losing a stream quorum again after a fault'],
-    [
-      'test/integration/reconnect-requests.test.ts',
-      "issue 12, a connection not back 15 s after nats-server restarted, in 2 clean clones' first pass, never alone; cause not found (session 33)",
-    ],
   ].map(([file, what]) => [resolve(root, file), what]),
 );
 if (!failed.every((f) => KNOWN_DEFECTS.has(f))) process.exit(1);

@@ -117,6 +117,40 @@ export function holdRequestsWhileAway(nc: NatsConnection): void {
     watch.connected ? request(subject, payload, opts) : later(subject, payload, opts);
 }
 
+/** What {@link failConnectOnEarlyClose} reads of nats.js's protocol handler (not public API). */
+interface ProtocolInternals {
+  prepare?: () => { reject(err: Error): void };
+  transport?: { closed(): Promise<unknown> };
+}
+
+/**
+ * Makes a reconnect attempt fail at once when the server closes it before answering the connect
+ * (after its INFO, before the PONG), so the next attempt goes out after `reconnectTimeWait`. nats.js
+ * (3.x) reports that close as a disconnect but leaves the attempt waiting for the PONG until its
+ * connect `timeout` (20 s by default). A nats-server stopping on SIGTERM takes reconnects and closes
+ * them while it shuts down: a connection that made its last attempt there stayed down 15 s and more
+ * after the server was back (`reconnect-requests.test.ts` in clean clones, sessions 32–34: no status
+ * event after the restart, nats.js still dialing). Reads nats.js's protocol handler; where it differs
+ * (another nats.js), nothing is changed.
+ */
+export function failConnectOnEarlyClose(nc: NatsConnection): void {
+  const protocol = (nc as unknown as { protocol?: ProtocolInternals }).protocol;
+  const prepare = protocol?.prepare;
+  if (!protocol || typeof prepare !== 'function') return;
+  protocol.prepare = () => {
+    const pong = prepare.call(protocol);
+    // Settled already (the attempt connected, or failed), a rejection changes nothing.
+    void protocol.transport
+      ?.closed()
+      .then(() =>
+        pong.reject(
+          new errors.ConnectionError('the server closed the connection before it answered the connect'),
+        ),
+      );
+    return pong;
+  };
+}
+
 /**
  * Waits until `watch`'s connection is connected, within `timeoutMs`: resolves with the part of
  * `timeoutMs` left (≥ 1), or undefined when it did not come back in time or closed.

@@ -12,6 +12,7 @@ import {
 } from '@nats-io/transport-node';
 import {
   coalesceWrites,
+  failConnectOnEarlyClose,
   holdRequestsWhileAway,
   NATS_CONNECT_TIMEOUT_MS,
   ParleyError,
@@ -140,6 +141,8 @@ export async function connectWithCreds(
       coalesceWrites(nc);
       // Requests made while it reconnects wait for it instead of being dropped (contracts).
       holdRequestsWhileAway(nc);
+      // A reconnect the server closes before its PONG is tried again at once, not after 20 s (contracts).
+      failConnectOnEarlyClose(nc);
       return { nc, identity };
     } catch (err) {
       // The server gives a client a short time from its INFO to a signed CONNECT (2 s by default,

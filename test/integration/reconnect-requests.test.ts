@@ -9,12 +9,14 @@
  * clients' own calls (a KV write) on a connection made the way Parley makes them.
  */
 import assert from 'node:assert/strict';
+import { createServer, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   defineApi,
+  failConnectOnEarlyClose,
   holdRequestsWhileAway,
   isParleyError,
   ReplyMux,
@@ -37,13 +39,15 @@ const echo = defineApi({
 describe('requests made while nats-server is away', () => {
   let server: TestServer;
   let nc: NatsConnection;
-  // What the connection reported, for a failure's message (a clean clone's first pass three times
-  // found it not back 15 s after the restart, with no status event at all after the restart began
-  // and a new connection connecting; it has not failed alone or under two busy loops).
+  // What the connection reported, for a failure's message (clean clones found it not back 15 s after
+  // the restart four times: its last reconnect had been taken and closed by the stopping server,
+  // and nats.js waited for that attempt's PONG; see failConnectOnEarlyClose and the case before).
   const events: { at: number; status: string }[] = [];
   before(async () => {
     server = await startServer();
     nc = await server.connect({ reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+    // As Parley's connections (kit's connectNats, the SDK's connect) are made.
+    failConnectOnEarlyClose(nc);
     watchConnection(nc);
     void (async () => {
       for await (const s of nc.status())
@@ -115,6 +119,53 @@ describe('requests made while nats-server is away', () => {
       assert.equal((await kv.get('k'))?.string(), 'while away');
     } finally {
       await held.close();
+    }
+  });
+
+  it('a reconnect the server closes before it answers the connect is tried again at once', async () => {
+    // What a nats-server stopping on SIGTERM does to a reconnect it takes: an INFO, then the close
+    // (no PONG). nats.js waited for that PONG until its 20 s connect timeout, the connection down all
+    // the while (this file's last case failed so in clean clones).
+    const c = await server.connect({ reconnectTimeWait: 100, maxReconnectAttempts: -1 });
+    failConnectOnEarlyClose(c);
+    const watch = watchConnection(c);
+    const port = Number(new URL(server.url).port);
+    const sockets = new Set<Socket>();
+    let attempts = 0;
+    const closing = createServer((sock) => {
+      attempts++;
+      sockets.add(sock);
+      sock.write('INFO {"server_id":"STOPPING","version":"2.9.10","proto":1,"max_payload":1048576}\r\n');
+      // The client's CONNECT and PING: closed, unanswered.
+      sock.once('data', () => sock.destroy());
+    });
+    try {
+      await server.stopNode(0);
+      await waitFor(() => !watch.connected, 'the connection to see nats-server gone');
+      await new Promise<void>((resolve, reject) => {
+        closing.once('error', reject);
+        closing.listen(port, '127.0.0.1', resolve);
+      });
+      const since = Date.now();
+      await waitFor(
+        () => attempts >= 3,
+        () => `3 attempts against the closing server (${attempts} in ${Date.now() - since} ms)`,
+        5_000,
+      );
+      await new Promise((r) => closing.close(r).unref());
+      for (const sock of sockets) sock.destroy();
+      await server.restart(0);
+      const restarted = Date.now();
+      assert.ok(await watch.whenConnected(5_000), 'connected again within 5 s of the restart');
+      console.log(
+        `reconnect-requests: ${attempts} attempts closed before their PONG, connected ${Date.now() - restarted} ms after the restart`,
+      );
+      // A round trip to the server on it.
+      await c.flush();
+    } finally {
+      closing.close();
+      for (const sock of sockets) sock.destroy();
+      await c.close();
     }
   });
 

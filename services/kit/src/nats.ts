@@ -5,7 +5,13 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import { coalesceWrites, holdRequestsWhileAway, NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
+import {
+  coalesceWrites,
+  failConnectOnEarlyClose,
+  holdRequestsWhileAway,
+  NATS_CONNECT_TIMEOUT_MS,
+  subjects,
+} from '@parley/contracts';
 import type { Logger } from 'pino';
 
 /** Options of {@link connectNats}. */
@@ -64,6 +70,8 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
   coalesceWrites(nc);
   // Requests made while it reconnects wait for it instead of being dropped (contracts).
   holdRequestsWhileAway(nc);
+  // A reconnect the server closes before its PONG is tried again at once, not after 20 s (contracts).
+  failConnectOnEarlyClose(nc);
   if (options.log) logConnectionStatus(nc, options.log.child({ nats: options.name }));
   return nc;
 }
