@@ -13,6 +13,7 @@
  * JetStream clients' own API calls (KV reads and writes, consumer info, `js.publish`) wait too.
  */
 import { errors, type NatsConnection } from '@nats-io/nats-core';
+import { coalesceWrites } from './write-coalescing.js';
 
 /** The part of a NATS connection a {@link ConnectionWatch} reads (structurally: no NATS client needed). */
 export interface StatusSource {
@@ -149,6 +150,19 @@ export function failConnectOnEarlyClose(nc: NatsConnection): void {
       );
     return pong;
   };
+}
+
+/**
+ * What every NATS connection Parley makes gets (kit's `connectNats`, the SDK's `connect`): one socket
+ * write per event-loop turn ({@link coalesceWrites}), requests held while it reconnects
+ * ({@link holdRequestsWhileAway}), and a reconnect attempt the server closes before its PONG tried
+ * again at once ({@link failConnectOnEarlyClose}).
+ */
+export function adoptConnection(nc: NatsConnection): NatsConnection {
+  coalesceWrites(nc);
+  holdRequestsWhileAway(nc);
+  failConnectOnEarlyClose(nc);
+  return nc;
 }
 
 /**

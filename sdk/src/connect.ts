@@ -10,14 +10,7 @@ import {
   connect as natsConnect,
   wsconnect,
 } from '@nats-io/transport-node';
-import {
-  coalesceWrites,
-  failConnectOnEarlyClose,
-  holdRequestsWhileAway,
-  NATS_CONNECT_TIMEOUT_MS,
-  ParleyError,
-  subjects,
-} from '@parley/contracts';
+import { adoptConnection, NATS_CONNECT_TIMEOUT_MS, ParleyError, subjects } from '@parley/contracts';
 import { localBackbone } from './local-home.js';
 import type { PresenceOptions } from './presence.js';
 
@@ -137,12 +130,10 @@ export async function connectWithCreds(
   };
   for (let attempt = 1; ; attempt++) {
     try {
-      const nc = isWebSocket(target.servers) ? await connectWebSocket(opts) : await natsConnect(opts);
-      coalesceWrites(nc);
-      // Requests made while it reconnects wait for it instead of being dropped (contracts).
-      holdRequestsWhileAway(nc);
-      // A reconnect the server closes before its PONG is tried again at once, not after 20 s (contracts).
-      failConnectOnEarlyClose(nc);
+      // Coalesced writes, requests held while it reconnects, a reconnect closed early tried again (contracts).
+      const nc = adoptConnection(
+        isWebSocket(target.servers) ? await connectWebSocket(opts) : await natsConnect(opts),
+      );
       return { nc, identity };
     } catch (err) {
       // The server gives a client a short time from its INFO to a signed CONNECT (2 s by default,

@@ -102,6 +102,7 @@ const shape = {
   idleSeconds: quick ? 3 : 30,
   settleSeconds: quick ? 1 : 5,
 };
+const latencyOptions = { warmupSeconds: shape.warmupSeconds };
 const root = resolve(import.meta.dirname, '../..');
 const profileDir = process.env.PARLEY_BENCH_PROFILE;
 
@@ -291,7 +292,6 @@ try {
     // CPU is measured over the warm-up too.
     const deliveries =
       Math.round(ratePerSec * (shape.warmupSeconds + shape.latencySeconds)) * shape.membersPerRoom;
-    const latencyOptions = { warmupSeconds: shape.warmupSeconds };
     // Each Node process's event-loop delay over the run: how long a message that reached its socket
     // waits for the process to read it (the services' window starts at this read).
     await servicesLoopDelay(backbone.metricsUrl);
@@ -364,9 +364,7 @@ try {
     try {
       const traced = await setupParley(parleyOptions(backbone));
       const deliveredPerSec = await traced.throughput(messages);
-      const l = await traced.latency(atHalf?.ratePerSec ?? 100, shape.latencySeconds, {
-        warmupSeconds: shape.warmupSeconds,
-      });
+      const l = await traced.latency(atHalf?.ratePerSec ?? 100, shape.latencySeconds, latencyOptions);
       await traced.close();
       await telemetry.forceFlush();
       await backbone.stop();

@@ -7,8 +7,6 @@
  * group has no quorum while the room log (three replicas) keeps one.
  */
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { AckPolicy, DeliverPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
@@ -23,11 +21,11 @@ import {
 import { partitionConsumer } from '@parley/rooms/internal';
 import type { Delivery } from '@parley/sdk';
 import {
-  GUARDS_OFF,
   type ServiceProcess,
+  senderAndReceiver,
   serviceConnection,
   startParley,
-  startServiceProcess,
+  startRoomsProcess,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
@@ -60,19 +58,10 @@ describe('a partition consumer without a leader while the room log answers', () 
       nodeOf[c.info?.server_name ?? ''] = i;
       await c.close();
     }
-    const a = await parley.participant();
-    const b = await parley.participant();
-    const sender = await parley.connect(a.creds);
-    const reader = await parley.connect(b.creds);
-    const got: Delivery[] = [];
-    reader.on('message', (d) => {
-      got.push(d);
-    });
-    await reader.listening;
-    const room = await sender.rooms.create('leaderless partition', { members: [b.id] });
+    const { room, member, handled: got } = await senderAndReceiver(parley, 'leaderless partition');
     const p = partitionOf(room.id, 16);
     // The member's inbox consumer has one replica: its node stays up.
-    const inboxNode = (await jsm.consumers.info(inboxStream(b.id), b.id)).cluster?.leader;
+    const inboxNode = (await jsm.consumers.info(inboxStream(member), member)).cluster?.leader;
     // The partition consumer as the fan-out makes it, with two replicas, led by another node.
     const config = {
       durable_name: partitionConsumer(p),
@@ -100,13 +89,8 @@ describe('a partition consumer without a leader while the room log answers', () 
     }
     assert.ok(leader && follower && leader !== inboxNode, `a consumer leader apart from ${inboxNode}`);
 
-    const credsFile = join(parley.home.paths.credsDir, 'rooms-solo.creds');
-    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
-    replica = await startServiceProcess('rooms', {
-      ...GUARDS_OFF,
+    replica = await startRoomsProcess(parley, 'solo', {
       NATS_URL: cluster.urls[nodeOf[follower] as number] as string,
-      NATS_CREDS: credsFile,
-      PARLEY_REPLICA_ID: 'solo',
       PARLEY_INGRESS: 'false',
       LOG_LEVEL: 'info',
     });

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
@@ -16,6 +16,7 @@ import {
   startStandalone,
 } from '@parley/standalone';
 import { type StartServerOptions, startServer, type TestServer } from './index.js';
+import { type ServiceProcess, startServiceProcess } from './processes.js';
 
 /** Environment of a rooms process with the traffic guards off, as {@link startParley} has them. */
 export const GUARDS_OFF = {
@@ -23,6 +24,27 @@ export const GUARDS_OFF = {
   PARLEY_RATE_ROOM_PER_SEC: '0',
   PARLEY_RUNAWAY_MESSAGES: '0',
 } as const;
+
+/**
+ * A rooms service process against `parley` (e.g. a fan-out of its own, or a replica to kill -9):
+ * service creds written to its home as `<id>.creds`, replica `id`, the traffic guards off as
+ * {@link startParley} has them, connected to `parley`'s nats-server unless `env` says otherwise.
+ */
+export async function startRoomsProcess(
+  parley: TestParley,
+  id: string,
+  env: Record<string, string> = {},
+): Promise<ServiceProcess> {
+  const creds = join(parley.home.paths.credsDir, `${id}.creds`);
+  await writeFile(creds, await parley.serviceCreds('rooms'), { mode: 0o600 });
+  return startServiceProcess('rooms', {
+    ...GUARDS_OFF,
+    NATS_URL: parley.natsUrl,
+    NATS_CREDS: creds,
+    PARLEY_REPLICA_ID: id,
+    ...env,
+  });
+}
 
 /** A whole Parley (nats-server + every service) for a test, in a temporary home. */
 export interface TestParley extends Standalone {

@@ -6,18 +6,15 @@
  * itself (issue 12: the recovery bound after a kill).
  */
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { streams } from '@parley/contracts';
 import type { Delivery } from '@parley/sdk';
 import {
   type CuttingProxy,
   cuttingProxy,
-  GUARDS_OFF,
   type ServiceProcess,
   startParley,
-  startServiceProcess,
+  startRoomsProcess,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
@@ -44,14 +41,7 @@ describe('a room-log entry lost in transit to the fan-out', () => {
 
   it('reaches the member well before the ack wait, once, in room order, with nothing sent after it', async () => {
     proxy = await cuttingProxy(new URL(parley.natsUrl.split(',')[0] as string));
-    const credsFile = join(parley.home.paths.credsDir, 'rooms-replica.creds');
-    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
-    replica = await startServiceProcess('rooms', {
-      ...GUARDS_OFF,
-      NATS_URL: proxy.url,
-      NATS_CREDS: credsFile,
-      PARLEY_REPLICA_ID: 'replica-0',
-    });
+    replica = await startRoomsProcess(parley, 'replica-0', { NATS_URL: proxy.url });
     const s = await parley.participant();
     const r = await parley.participant();
     const sender = await parley.connect(s.creds);

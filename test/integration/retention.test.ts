@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -27,13 +27,13 @@ import { ConfigError, ensureBackbone, MIN_INBOX_BYTES, MIN_STREAM_BYTES, silentL
 import type { Delivery } from '@parley/sdk';
 import { loadConfig as loadStandaloneConfig } from '@parley/standalone';
 import {
-  GUARDS_OFF,
   memoryCursorStore,
   type ServiceProcess,
+  senderAndReceiver,
   serviceConnection,
   startParley,
+  startRoomsProcess,
   startServer,
-  startServiceProcess,
   type TestParley,
   waitFor,
 } from '@parley/test/harness';
@@ -321,30 +321,13 @@ describe('retention: a room whose first entries the cap removed before the fan-o
   });
 
   it('the fan-out that comes after delivers what the log holds, in order, once', async () => {
-    const a = await parley.participant();
-    const b = await parley.participant();
-    const sender = await parley.connect(a.creds);
-    const reader = await parley.connect(b.creds);
-    const got: Delivery[] = [];
-    reader.on('message', (d) => {
-      got.push(d);
-    });
-    await reader.listening;
     // The room's creation, its joins and m0..m3 are gone from the log before any fan-out reads it:
     // a fan-out that lagged more than the cap behind (seen on a 3-node cluster under a burst).
-    const room = await sender.rooms.create('capped before the fan-out', { members: [b.id] });
+    const { room, handled: got } = await senderAndReceiver(parley, 'capped before the fan-out');
     const sent: number[] = [];
     for (let i = 0; i < 14; i++) sent.push((await room.send(`m${i}`)).roomSeq);
     assert.equal((await room.history({ order: 'oldest', limit: 1 })).retainedFrom, sent[4]);
-    const credsFile = join(parley.home.paths.credsDir, 'rooms-fanout.creds');
-    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
-    replica = await startServiceProcess('rooms', {
-      ...GUARDS_OFF,
-      NATS_URL: parley.natsUrl,
-      NATS_CREDS: credsFile,
-      PARLEY_REPLICA_ID: 'fanout-0',
-      PARLEY_INGRESS: 'false',
-    });
+    replica = await startRoomsProcess(parley, 'fanout-0', { PARLEY_INGRESS: 'false' });
     // Its view of the room starts from the room's members (before: nobody, so nothing was ever
     // delivered to anyone in the room, then or later).
     await waitFor(

@@ -5,13 +5,7 @@ import {
   type NatsConnection,
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
-import {
-  coalesceWrites,
-  failConnectOnEarlyClose,
-  holdRequestsWhileAway,
-  NATS_CONNECT_TIMEOUT_MS,
-  subjects,
-} from '@parley/contracts';
+import { adoptConnection, NATS_CONNECT_TIMEOUT_MS, subjects } from '@parley/contracts';
 import type { Logger } from 'pino';
 
 /** Options of {@link connectNats}. */
@@ -66,12 +60,8 @@ export async function connectNats(options: ConnectNatsOptions): Promise<NatsConn
   if (options.creds !== undefined) {
     opts.authenticator = credsAuthenticator(await loadCreds(options.creds));
   }
-  const nc = await connect(opts);
-  coalesceWrites(nc);
-  // Requests made while it reconnects wait for it instead of being dropped (contracts).
-  holdRequestsWhileAway(nc);
-  // A reconnect the server closes before its PONG is tried again at once, not after 20 s (contracts).
-  failConnectOnEarlyClose(nc);
+  // Coalesced writes, requests held while it reconnects, a reconnect closed early tried again (contracts).
+  const nc = adoptConnection(await connect(opts));
   if (options.log) logConnectionStatus(nc, options.log.child({ nats: options.name }));
   return nc;
 }
