@@ -13,7 +13,7 @@ function commandStartedAt() {
   try {
     const btime = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
     const stat = (pid) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    // npm → sh -c "node scripts/start.mjs" → this process; fields after ") ": [1] ppid, [19] starttime.
+    // npm → sh -c "node --max-semi-space-size=32 scripts/start.mjs" → this process; fields after ") ": [1] ppid, [19] starttime.
     const shell = stat(process.ppid);
     const npm = Number(shell[1]);
     const ticks = Number(stat(npm)[19]);

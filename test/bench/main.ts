@@ -31,6 +31,7 @@ import { benchRegistrySearch } from './registry.js';
 import {
   childPids,
   cpuDuring,
+  gcSeconds,
   type LoopDelay,
   loopDelayDuring,
   median,
@@ -106,7 +107,17 @@ const latencyOptions = { warmupSeconds: shape.warmupSeconds };
 const root = resolve(import.meta.dirname, '../..');
 const profileDir = process.env.PARLEY_BENCH_PROFILE;
 
-/** The standalone backbone, built (`dist/`), in a process of its own so its CPU and memory show. */
+/** The Node flags `npm start` runs the backbone with (its young-generation size). */
+const startFlags = (
+  JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }
+).scripts.start
+  .split(' ')
+  .filter((a) => a.startsWith('--'));
+
+/**
+ * The standalone backbone, built (`dist/`), in a process of its own so its CPU and memory show, with
+ * the Node flags `npm start` gives it.
+ */
 async function startBackbone(env: Record<string, string> = {}) {
   const home = await mkdtemp(join(tmpdir(), 'parley-bench-'));
   const natsPort = await freePort();
@@ -115,6 +126,7 @@ async function startBackbone(env: Record<string, string> = {}) {
     process.execPath,
     [
       ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []),
+      ...startFlags,
       'services/standalone/dist/main.js',
       '--no-demo',
       '--home',
@@ -255,30 +267,35 @@ try {
   const rawRuns: number[] = [];
   const parleyRuns: number[] = [];
   const cpu: { raw: unknown[]; parley: unknown[] } = { raw: [], parley: [] };
+  const runDeliveries = messages * shape.membersPerRoom;
+  // CPU and garbage-collection time per delivery of one throughput run (the services' GC is read
+  // from their metrics: for raw's runs it is their idle work).
+  const throughputRun = async (name: string, run: () => Promise<number>) => {
+    const gc0 = await gcSeconds(backbone.metricsUrl);
+    const r = await cpuDuring(backbone.pids, () => profiled(profileDir, name, run));
+    const gc1 = await gcSeconds(backbone.metricsUrl);
+    const gc = { bench: gc1.bench - gc0.bench, services: gc1.services - gc0.services };
+    return {
+      result: r.result,
+      cpu: r.cpu,
+      figures: {
+        wall: r.wall,
+        ...r.cpu,
+        perDeliveryUs: perDeliveryUs(r.cpu, runDeliveries),
+        gcPerDeliveryUs: perDeliveryUs(gc, runDeliveries),
+        load: loadavg()[0],
+      },
+    };
+  };
   for (let i = 0; i < runs; i++) {
-    const r = await cpuDuring(backbone.pids, () =>
-      profiled(profileDir, `bench-raw-${i}`, () => raw.throughput(messages)),
-    );
+    const r = await throughputRun(`bench-raw-${i}`, () => raw.throughput(messages));
     rawRuns.push(r.result);
-    const deliveries = messages * shape.membersPerRoom;
-    cpu.raw.push({
-      wall: r.wall,
-      ...r.cpu,
-      perDeliveryUs: perDeliveryUs(r.cpu, deliveries),
-      load: loadavg()[0],
-    });
-    const p = await cpuDuring(backbone.pids, () =>
-      profiled(profileDir, `bench-parley-${i}`, () => parley.throughput(messages)),
-    );
+    cpu.raw.push(r.figures);
+    const p = await throughputRun(`bench-parley-${i}`, () => parley.throughput(messages));
     parleyRuns.push(p.result);
-    cpu.parley.push({
-      wall: p.wall,
-      ...p.cpu,
-      perDeliveryUs: perDeliveryUs(p.cpu, deliveries),
-      load: loadavg()[0],
-    });
+    cpu.parley.push(p.figures);
     progress(
-      `run ${i + 1}/${runs}: raw ${r.result}/s, parley ${p.result}/s (cpu s ${JSON.stringify(p.cpu)})`,
+      `run ${i + 1}/${runs}: raw ${r.result}/s, parley ${p.result}/s (cpu s ${JSON.stringify(p.cpu)}; µs per delivery: cpu ${JSON.stringify(p.figures.perDeliveryUs)}, gc ${JSON.stringify(p.figures.gcPerDeliveryUs)}; raw cpu ${JSON.stringify(r.figures.perDeliveryUs)}, gc ${JSON.stringify(r.figures.gcPerDeliveryUs)})`,
     );
   }
   const capacity = median(parleyRuns);

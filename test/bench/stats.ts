@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { parsePrometheusText, sampleValue } from '../harness/prometheus.js';
 
 /** p50/p95/p99 of a list of numbers (milliseconds), rounded to 0.01. */
@@ -142,6 +142,22 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
 /** CPU microseconds per delivery, per process, from CPU seconds per process. */
 export function perDeliveryUs(cpu: Record<string, number>, deliveries: number): Record<string, number> {
   return Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Math.round((v / deliveries) * 1e6)]));
+}
+
+// This process's garbage collections since the module loaded, ms.
+let ownGcMs = 0;
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) ownGcMs += e.duration;
+}).observe({ entryTypes: ['gc'] });
+
+/**
+ * Seconds spent in garbage collection so far by this process (the bench's own: raw's clients and
+ * fan-out, or Parley's agents) and by a services process (its prom-client
+ * `nodejs_gc_duration_seconds`, every kind of collection).
+ */
+export async function gcSeconds(metricsUrl: string): Promise<{ bench: number; services: number }> {
+  const metrics = parsePrometheusText(await (await fetch(metricsUrl)).text());
+  return { bench: ownGcMs / 1000, services: sampleValue(metrics, 'nodejs_gc_duration_seconds_sum') };
 }
 
 /** CPU seconds each named process spends while `fn` runs, and the wall time. */

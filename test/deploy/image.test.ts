@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { ensureBackbone, silentLogger } from '@parley/kit';
@@ -122,8 +123,9 @@ describe('deploy/Dockerfile', () => {
       files: string[];
     };
     const entrypoint = readFileSync(join(root, 'deploy', 'entrypoint.sh'), 'utf8');
-    const caseLine = entrypoint.match(/^\s*([a-z| ]+)\)\s*$/m)?.[1] ?? '';
-    const named = caseLine.split('|').map((s) => s.trim());
+    const named = [...entrypoint.matchAll(/^\s*([a-z| ]+)\)\s*$/gm)].flatMap((m) =>
+      (m[1] ?? '').split('|').map((s) => s.trim()),
+    );
     for (const name of [...deployableServices(), 'init']) {
       assert.ok(pkg.dependencies[`@parley/${name}`], `deploy/package.json depends on @parley/${name}`);
       const svc = JSON.parse(readFileSync(join(root, 'services', name, 'package.json'), 'utf8')) as {
@@ -142,6 +144,7 @@ describe('deploy/Dockerfile', () => {
       if (name !== 'init') assert.ok(named.includes(name), `the entrypoint runs ${name}`);
     }
     assert.match(entrypoint, /exec node "\$app\/node_modules\/@parley\/\$what\/dist\/main\.js"/);
+    assert.match(entrypoint, /exec node "\$app\/node_modules\/@parley\/rooms\/dist\/main\.js"/);
     assert.match(entrypoint, /exec node "\$app\/node_modules\/@parley\/init\/dist\/main\.js"/);
     for (const f of ['entrypoint.sh', 'healthcheck.mjs']) {
       assert.ok(pkg.files.includes(f), `${f} is in the deployed tree`);
@@ -204,6 +207,37 @@ describe('deploy/entrypoint.sh and healthcheck.mjs (run for real)', () => {
       assert.equal(await health(), 1, 'unhealthy once stopped');
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+
+  it('runs rooms with a 32 MB young generation unless NODE_OPTIONS names a size of its own', async () => {
+    // The entrypoint as the image lays it out, with a rooms main.js that reports what Node was given.
+    const app = await mkdtemp(join(tmpdir(), 'parley-entrypoint-'));
+    try {
+      await copyFile(join(root, 'deploy', 'entrypoint.sh'), join(app, 'entrypoint.sh'));
+      await mkdir(join(app, 'node_modules', '@parley', 'rooms', 'dist'), { recursive: true });
+      await writeFile(
+        join(app, 'node_modules', '@parley', 'rooms', 'dist', 'main.js'),
+        "process.stdout.write(JSON.stringify({ options: process.env.NODE_OPTIONS ?? '', argv: process.argv.slice(2) }));",
+      );
+      const run = async (nodeOptions?: string) => {
+        const child = spawn(join(app, 'entrypoint.sh'), ['rooms', '--flag'], {
+          env: { PATH: process.env.PATH ?? '', ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}) },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        let out = '';
+        child.stdout.on('data', (c: Buffer) => (out += c));
+        assert.equal(await new Promise((resolve) => child.once('exit', resolve)), 0);
+        return JSON.parse(out) as { options: string; argv: string[] };
+      };
+      assert.deepEqual(await run(), { options: '--max-semi-space-size=32', argv: ['--flag'] });
+      assert.equal(
+        (await run('--enable-source-maps')).options,
+        '--enable-source-maps --max-semi-space-size=32',
+      );
+      assert.equal((await run('--max-semi-space-size=64')).options, '--max-semi-space-size=64');
+    } finally {
+      await rm(app, { recursive: true, force: true });
     }
   });
 
