@@ -50,10 +50,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { buckets, headerNames, inboxStream, streams, subjects } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
-  GUARDS_OFF,
   type ServiceProcess,
   startParley,
-  startServiceProcess,
+  startRoomsProcess,
   type TestParley,
   type TestServer,
   waitFor,
@@ -237,18 +236,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       rooms: { PARLEY_INGRESS: false, PARLEY_FANOUT: false },
     });
     const cluster = parley.cluster as TestServer;
-    const credsFile = join(parley.home.paths.credsDir, 'rooms-replica.creds');
-    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
     const running = parley;
     const startReplica = (i: number) =>
-      startServiceProcess('rooms', {
-        ...GUARDS_OFF,
-        NATS_URL: running.natsUrl,
-        NATS_CREDS: credsFile,
-        PARLEY_REPLICA_ID: `replica-${i}`,
-        // Info: the fan-out's lease, worker and consumer changes, which the diagnostics quote.
-        LOG_LEVEL: 'info',
-      });
+      // Info: the fan-out's lease, worker and consumer changes, which the diagnostics quote.
+      startRoomsProcess(running, `replica-${i}`, { LOG_LEVEL: 'info' });
     const clusterUp = rel(Date.now());
     // Independent of each other: started at once (one after the other cost the short form ~10 s).
     await Promise.all(

@@ -12,10 +12,9 @@ import { governanceApi, isParleyError, ParleyEvent } from '@parley/contracts';
 import { mintResponderCreds } from '@parley/keys';
 import {
   connectService,
-  GUARDS_OFF,
   type ServiceProcess,
   startParley,
-  startServiceProcess,
+  startRoomsProcess,
   stopProcesses,
   type TestParley,
   waitFor,
@@ -62,8 +61,6 @@ describe('kill switch across two ingress replicas', () => {
     // in two separate processes.
     parley = await startParley({ rooms: { PARLEY_INGRESS: false } });
     svc = await connectService(parley);
-    const credsFile = join(parley.home.paths.credsDir, 'rooms-ingress.creds');
-    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
     // As deployed: requests are answered on a connection that may publish only replies.
     const responderFile = join(parley.home.paths.credsDir, 'rooms-ingress-responder.creds');
     await writeFile(responderFile, (await mintResponderCreds(parley.home.keys, 'rooms')).creds, {
@@ -71,12 +68,8 @@ describe('kill switch across two ingress replicas', () => {
     });
     for (const i of [0, 1]) {
       replicas.push(
-        await startServiceProcess('rooms', {
-          ...GUARDS_OFF,
-          NATS_URL: parley.natsUrl,
-          NATS_CREDS: credsFile,
+        await startRoomsProcess(parley, `ingress-${i}`, {
           NATS_RESPONDER_CREDS: responderFile,
-          PARLEY_REPLICA_ID: `ingress-${i}`,
           PARLEY_FANOUT: 'false',
         }),
       );

@@ -9,11 +9,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
-  GUARDS_OFF,
   reportRecovery,
   type ServiceProcess,
   startParley,
-  startServiceProcess,
+  startRoomsProcess,
   type TestParley,
   waitFor,
   worstDelayAfterRecovery,
@@ -33,7 +32,6 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
   const replicas: (ServiceProcess | undefined)[] = [];
   /** Every replica process started, the killed ones included (their logs explain a slow takeover). */
   const started: ServiceProcess[] = [];
-  let credsFile = '';
 
   before(async () => {
     // The in-process rooms service only serves the control plane; two separate processes run the
@@ -42,8 +40,6 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
       backbone: { inboxAckWaitMs: 3_000, leaseTtlMs: 1_500 },
       rooms: { PARLEY_INGRESS: false, PARLEY_FANOUT: false },
     });
-    credsFile = join(parley.home.paths.credsDir, 'rooms-replica.creds');
-    await writeFile(credsFile, await parley.serviceCreds('rooms'), { mode: 0o600 });
   });
   after(async () => {
     await Promise.allSettled(replicas.map((r) => r?.kill9()));
@@ -51,11 +47,7 @@ describe('reliability: rooms replicas killed -9 under traffic', () => {
   });
 
   const startReplica = async (i: number) => {
-    const replica = await startServiceProcess('rooms', {
-      ...GUARDS_OFF,
-      NATS_URL: parley.natsUrl,
-      NATS_CREDS: credsFile,
-      PARLEY_REPLICA_ID: `replica-${i}`,
+    const replica = await startRoomsProcess(parley, `replica-${i}`, {
       PARLEY_LEASE_TTL_MS: '1500',
       LOG_LEVEL: 'info',
     });
