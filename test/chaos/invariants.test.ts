@@ -42,7 +42,10 @@ describe('chaos invariants', () => {
     );
     // A conditional write on the last revision is an ordinary takeover: judged by the TTL.
     assert.equal(l.write('fanout.5', 'replica-0', 1_000, 20, 19), undefined);
-    assert.match(l.write('fanout.5', 'replica-1', 2_000, 21, 20) ?? '', /taken by replica-1.*two holders/);
+    assert.match(
+      l.write('fanout.5', 'replica-1', 2_000, 21, 20) ?? '',
+      /taken by replica-1 \(revision 21, conditional on 20\) 1000 ms after replica-0 wrote it \(revision 20\).*two holders/,
+    );
     // Superseded, then a release: the old holder may take the key again.
     assert.equal(l.write('fanout.6', 'replica-0', 1_000, 30, 29), undefined);
     assert.equal(l.write('fanout.6', 'replica-1', 1_001, 31, 29), undefined);

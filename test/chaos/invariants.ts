@@ -60,7 +60,13 @@ export class LeaseHolders {
       );
       return undefined;
     }
-    return `lease ${key} taken by ${holder} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it, with no release (TTL ${this.ttlMs} ms): two holders`;
+    // The revisions tell the next reader whether the watch saw every write of the key in between.
+    const stored =
+      revision > 0
+        ? ` (revision ${revision}${expected !== undefined ? `, conditional on ${expected}` : ''})`
+        : '';
+    const theirs = prev.revision > 0 ? ` (revision ${prev.revision})` : '';
+    return `lease ${key} taken by ${holder}${stored} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it${theirs}, with no release (TTL ${this.ttlMs} ms): two holders`;
   }
   /** `key` was deleted or purged (handed over). */
   release(key: string): void {
