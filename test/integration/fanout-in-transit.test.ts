@@ -13,6 +13,7 @@ import {
   type CuttingProxy,
   cuttingProxy,
   type ServiceProcess,
+  senderAndReceiver,
   startParley,
   startRoomsProcess,
   type TestParley,
@@ -42,16 +43,7 @@ describe('a room-log entry lost in transit to the fan-out', () => {
   it('reaches the member well before the ack wait, once, in room order, with nothing sent after it', async () => {
     proxy = await cuttingProxy(new URL(parley.natsUrl.split(',')[0] as string));
     replica = await startRoomsProcess(parley, 'replica-0', { NATS_URL: proxy.url });
-    const s = await parley.participant();
-    const r = await parley.participant();
-    const sender = await parley.connect(s.creds);
-    const receiver = await parley.connect(r.creds);
-    const handled: Delivery[] = [];
-    receiver.on('message', (d) => {
-      handled.push(d);
-    });
-    await receiver.listening;
-    const room = await sender.rooms.create('lost on the way to the fan-out', { members: [r.id] });
+    const { room, handled } = await senderAndReceiver(parley, 'lost on the way to the fan-out');
     // The room's partition has a worker and a consumer that delivered before.
     await room.send('warm-up');
     await waitFor(() => handled.length === 1, 'the warm-up to be handled', 120_000);

@@ -183,16 +183,7 @@ describe('retention: per-room caps (room log 10 entries, inbox 3 per participant
   });
 
   it('a room past its cap: every send is accepted and delivered, history says where it starts', async () => {
-    const a = await parley.participant();
-    const b = await parley.participant();
-    const sender = await parley.connect(a.creds);
-    const reader = await parley.connect(b.creds);
-    const got: Delivery[] = [];
-    reader.on('message', (d) => {
-      got.push(d);
-    });
-    await reader.listening;
-    const room = await sender.rooms.create('capped', { members: [b.id] });
+    const { room, handled: got } = await senderAndReceiver(parley, 'capped');
     // Each send after the one before was delivered: the cap removes the oldest entries whether the
     // fan-out read them or not, and a 3-node cluster's fan-out fell more than 10 entries behind 14
     // sends in a row (the online member got 10 or 12 of them).
@@ -363,29 +354,20 @@ describe('retention: the room log at a 1 MiB byte limit', () => {
   });
 
   it('the room log at its byte limit: sends are accepted and delivered, the oldest history goes', async () => {
-    const a = await parley.participant();
-    const b = await parley.participant();
-    const sender = await parley.connect(a.creds);
-    const reader = await parley.connect(b.creds);
-    const got: string[] = [];
-    reader.on('message', (d) => {
-      got.push(label(d) ?? '');
-    });
-    await reader.listening;
-    const room = await sender.rooms.create('bytes', { members: [b.id] });
+    const { room, handled } = await senderAndReceiver(parley, 'bytes');
     const sent: number[] = [];
     // The first message delivered before the log fills: the room's membership is in its first
     // entries, and a fan-out more than the byte limit behind would find them gone (likely what a
     // loaded 3-node run saw: 0 of 15 delivered) — see docs/operations.md, "Retention".
     sent.push((await room.send(big(0))).roomSeq);
-    await waitFor(() => got.length === 1, 'the first delivery');
+    await waitFor(() => handled.length === 1, 'the first delivery');
     for (let i = 1; i < 15; i++) sent.push((await room.send(big(i))).roomSeq);
     await waitFor(
-      () => got.length === 15,
-      () => `15 deliveries (got ${got.length})`,
+      () => handled.length === 15,
+      () => `15 deliveries (got ${handled.length})`,
     );
     assert.deepEqual(
-      got,
+      handled.map(label),
       Array.from({ length: 15 }, (_, i) => `m${i}`),
     );
     const state = await streamState(parley, streams.rooms);
