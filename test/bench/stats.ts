@@ -144,11 +144,8 @@ export function perDeliveryUs(cpu: Record<string, number>, deliveries: number): 
   return Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Math.round((v / deliveries) * 1e6)]));
 }
 
-// This process's garbage collections since the module loaded, ms.
-let ownGcMs = 0;
-new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) ownGcMs += e.duration;
-}).observe({ entryTypes: ['gc'] });
+// This process's garbage collections since the first gcSeconds(), ms (observed from then on).
+let ownGcMs: number | undefined;
 
 /**
  * Seconds spent in garbage collection so far by this process (the bench's own: raw's clients and
@@ -156,6 +153,12 @@ new PerformanceObserver((list) => {
  * `nodejs_gc_duration_seconds`, every kind of collection).
  */
 export async function gcSeconds(metricsUrl: string): Promise<{ bench: number; services: number }> {
+  if (ownGcMs === undefined) {
+    ownGcMs = 0;
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) ownGcMs = (ownGcMs ?? 0) + e.duration;
+    }).observe({ entryTypes: ['gc'] });
+  }
   const metrics = parsePrometheusText(await (await fetch(metricsUrl)).text());
   return { bench: ownGcMs / 1000, services: sampleValue(metrics, 'nodejs_gc_duration_seconds_sum') };
 }

@@ -19,7 +19,6 @@ import {
   subjects,
 } from '@parley/contracts';
 import { partitionConsumer } from '@parley/rooms/internal';
-import type { Delivery } from '@parley/sdk';
 import {
   type ServiceProcess,
   senderAndReceiver,
@@ -27,10 +26,9 @@ import {
   startParley,
   startRoomsProcess,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 describe('a partition consumer without a leader while the room log answers', () => {
   let parley: TestParley;
@@ -97,7 +95,7 @@ describe('a partition consumer without a leader while the room log answers', () 
     await room.send('before');
     await waitFor(
       () => got.length === 1,
-      () => `the message before the kill (got ${got.map(text).join(', ') || 'nothing'})`,
+      () => `the message before the kill (got ${got.map(textOf).join(', ') || 'nothing'})`,
       60_000,
     );
 
@@ -109,7 +107,7 @@ describe('a partition consumer without a leader while the room log answers', () 
     await waitFor(
       () => got.length === 2,
       () =>
-        `the message after the kill (got ${got.map(text).join(', ')}); the fan-out's log:\n${replica?.output().slice(-3_000)}`,
+        `the message after the kill (got ${got.map(textOf).join(', ')}); the fan-out's log:\n${replica?.output().slice(-3_000)}`,
       // Without the fan-out making the consumer again, never; with it, 18–37 s here (two missed
       // heartbeats, the server's own timeouts before it answers "temporarily unavailable").
       90_000,
@@ -117,7 +115,7 @@ describe('a partition consumer without a leader while the room log answers', () 
     console.log(
       `fanout-leaderless: delivered ${Date.now() - killed} ms after the consumer's leader was killed`,
     );
-    assert.deepEqual(got.map(text), ['before', 'after']);
+    assert.deepEqual(got.map(textOf), ['before', 'after']);
     assert.match(replica.output(), /partition consumer without a leader while the room log answers/);
   });
 });

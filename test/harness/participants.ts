@@ -6,6 +6,7 @@ import {
   type Agent as AgentRecord,
   type Human,
   type Org,
+  type Part,
   registryApi,
   subjects,
 } from '@parley/contracts';
@@ -87,6 +88,10 @@ export function memoryCursorStore(): CursorStore {
   const positions = new Map<string, number>();
   return { get: (room) => positions.get(room), set: (room, seq) => void positions.set(room, seq) };
 }
+
+/** The text parts of a delivered message (pushed or pulled), joined: what a test compares. */
+export const textOf = (d: { message: { parts: Part[] } }): string =>
+  d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 /**
  * Two new participants of `parley` connected with the SDK, and a room `name` the sender made with the

@@ -5,10 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Delivery } from '@parley/sdk';
-import { codeOf, startParley, type TestParley, waitFor } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+import { codeOf, startParley, type TestParley, textOf, waitFor } from '@parley/test/harness';
 
 describe('SDK backpressure', () => {
   let parley: TestParley;
@@ -32,7 +29,7 @@ describe('SDK backpressure', () => {
     const receiver = await parley.connect(r.creds);
     const got: string[] = [];
     receiver.on('message', (d) => {
-      got.push(text(d));
+      got.push(textOf(d));
     });
     await receiver.listening;
     const room = sender.rooms.room((await sender.rooms.create('pressure', { members: [r.id] })).id);

@@ -17,10 +17,9 @@ import {
   errorCode,
   startParley,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 describe('consent in rooms', () => {
   let parley: TestParley;
@@ -95,7 +94,7 @@ describe('consent in rooms', () => {
     const notice = await requested;
     const tNotice = performance.now();
     assert.equal(notice.contactRequest?.id, req.id);
-    assert.match(text(notice), /asks for contact/);
+    assert.match(textOf(notice), /asks for contact/);
     await planner.agent.contacts.accept(notice.contactRequest?.id as string);
     const tAccepted = performance.now();
     const member = await room.invite(auditor.agentId);

@@ -19,10 +19,9 @@ import {
   cuttingProxy,
   startParley,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 describe('a delivery lost in transit', () => {
   let parley: TestParley;
@@ -56,7 +55,7 @@ describe('a delivery lost in transit', () => {
     });
     try {
       receiver.on('message', (d) => {
-        const t = text(d);
+        const t = textOf(d);
         const n = (attempts.get(t) ?? 0) + 1;
         attempts.set(t, n);
         if (t === 'x' && n === 1) throw new Error('the first attempt at x fails');
@@ -77,11 +76,11 @@ describe('a delivery lost in transit', () => {
       await waitFor(() => attempts.get('x') === 1, 'the first attempt at x');
       await waitFor(
         () => handled.some((d) => d.message.id === x.id),
-        () => `x to be handled after its retry (handled: ${handled.map(text).join(', ')})`,
+        () => `x to be handled after its retry (handled: ${handled.map(textOf).join(', ')})`,
         30_000,
       );
       assert.deepEqual(
-        handled.map(text),
+        handled.map(textOf),
         ['warm-up', marker, 'x'],
         'each once, in room order (y from history, its redelivery recognised)',
       );

@@ -8,10 +8,9 @@ import { after, before, describe, it } from 'node:test';
 import { credsAuthenticator, connect as natsConnect } from '@nats-io/transport-node';
 import { subjects } from '@parley/contracts';
 import { attach, type CursorStore, type PulledDelivery } from '@parley/sdk';
-import { startParley, type TestParley } from '@parley/test/harness';
+import { startParley, type TestParley, textOf } from '@parley/test/harness';
 
-const text = (d: PulledDelivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-const messages = (ds: readonly PulledDelivery[]) => ds.filter((d) => d.event === 'message').map(text);
+const messages = (ds: readonly PulledDelivery[]) => ds.filter((d) => d.event === 'message').map(textOf);
 
 describe('SDK delivery, pull mode', () => {
   let parley: TestParley;
@@ -59,7 +58,7 @@ describe('SDK delivery, pull mode', () => {
     const { room, r } = await pair();
     const reader = await parley.connect(r.creds, { presence: false, delivery: { mode: 'pull' } });
     for (let i = 0; i < 3; i++) await room.send(`r${i}`);
-    const first = await reader.pull({ until: (d) => text(d) === 'r2' });
+    const first = await reader.pull({ until: (d) => textOf(d) === 'r2' });
     assert.deepEqual(messages(first.deliveries), ['r0', 'r1', 'r2']);
     let secondDone = false;
     const second = reader.pull({ max: 10 }).then((b) => {
@@ -99,7 +98,7 @@ describe('SDK delivery, pull mode', () => {
       inboxPrefix: subjects.replyPrefix(r.id),
     });
     const doomed = attach(nc, r.id, { delivery: { mode: 'pull' } });
-    const held = await doomed.pull({ until: (d) => text(d) === 'c3' });
+    const held = await doomed.pull({ until: (d) => textOf(d) === 'c3' });
     assert.deepEqual(messages(held.deliveries), ['c0', 'c1', 'c2', 'c3']);
     await nc.close(); // no ack, no nak
     await doomed.close(); // its timers; the connection is already gone
@@ -109,7 +108,7 @@ describe('SDK delivery, pull mode', () => {
       presence: false,
       delivery: { mode: 'pull', cursorStore: store },
     });
-    const again = await next.pull({ until: (d) => text(d) === 'c3' });
+    const again = await next.pull({ until: (d) => textOf(d) === 'c3' });
     assert.deepEqual(messages(again.deliveries), ['c0', 'c1', 'c2', 'c3']);
     assert.ok(
       again.deliveries.filter((d) => d.event === 'message').every((d) => d.redelivered),

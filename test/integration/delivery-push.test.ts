@@ -9,10 +9,7 @@ import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/
 import { type NatsConnection, nanos } from '@nats-io/transport-node';
 import { INBOX_IDLE_HEARTBEAT_MS, inboxConsumer, inboxStream, subjects } from '@parley/contracts';
 import { inboxConsumerConfig } from '@parley/kit';
-import type { Delivery } from '@parley/sdk';
-import { codeOf, connectService, startParley, type TestParley, waitFor } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+import { codeOf, connectService, startParley, type TestParley, textOf, waitFor } from '@parley/test/harness';
 
 describe('push-delivered inboxes', () => {
   let parley: TestParley;
@@ -35,7 +32,7 @@ describe('push-delivered inboxes', () => {
     const got: string[] = [];
     const agent = await parley.connect(r.creds);
     agent.on('message', (d) => {
-      got.push(text(d));
+      got.push(textOf(d));
     });
     await agent.listening;
     return { r, room, got, agent };
@@ -50,7 +47,7 @@ describe('push-delivered inboxes', () => {
     const errors: unknown[] = [];
     const second = await parley.connect(r.creds, { delivery: { onError: (e) => errors.push(e) } });
     second.on('message', (d) => {
-      secondGot.push(text(d));
+      secondGot.push(textOf(d));
     });
     assert.equal(await codeOf(second.listening), 'CONFLICT');
     await room.send('a2');
@@ -64,7 +61,7 @@ describe('push-delivered inboxes', () => {
     const thirdGot: string[] = [];
     const third = await parley.connect(r.creds);
     third.on('message', (d) => {
-      thirdGot.push(text(d));
+      thirdGot.push(textOf(d));
     });
     await third.listening;
     await waitFor(() => thirdGot.length === 1, 'the next process to get a3');
@@ -142,7 +139,7 @@ describe('push-delivered inboxes', () => {
     const got: string[] = [];
     const agent = await parley.connect(r.creds);
     agent.on('message', (d) => {
-      got.push(text(d));
+      got.push(textOf(d));
     });
     await agent.listening;
     await waitFor(() => got.length === 2, 'm2 and m3 after the migration');

@@ -10,10 +10,9 @@ import {
   senderAndReceiver,
   startParley,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 describe('SDK delivery', () => {
   let parley: TestParley;
@@ -74,7 +73,7 @@ describe('SDK delivery', () => {
     listen(await again());
     await waitFor(() => got.length === 21, 'all 21 messages', 15_000);
     assert.deepEqual(
-      got.map(text),
+      got.map(textOf),
       Array.from({ length: 21 }, (_, i) => `m${i}`),
     );
     const backfilled = got.filter((d) => d.backfilled).length;
@@ -106,7 +105,7 @@ describe('SDK delivery', () => {
     listen(again);
     await waitFor(() => got.length === 21, 'all 21 messages', 15_000);
     assert.deepEqual(
-      got.map(text),
+      got.map(textOf),
       Array.from({ length: 21 }, (_, i) => `m${i}`),
     );
     assert.ok(reads >= 2, `history was read ${reads} time(s)`);
@@ -147,7 +146,7 @@ describe('SDK delivery', () => {
     const again = await connectAgain();
     listen(again);
     await waitFor(() => got.length === 5, 'all 5 messages', 15_000);
-    assert.deepEqual(got.map(text), ['m0', 'm1', 'm2', 'm3', 'm4']);
+    assert.deepEqual(got.map(textOf), ['m0', 'm1', 'm2', 'm3', 'm4']);
     assert.deepEqual(
       got.map((d) => d.backfilled),
       [false, false, true, true, false],
@@ -183,7 +182,7 @@ describe('SDK delivery', () => {
     // Before, the history read was refused as short of the named position and tried again for a
     // minute (BACKFILL_RETRY_MS) before m1 was handed out.
     await waitFor(() => got.length === 2, 'm1', 15_000);
-    assert.deepEqual(got.map(text), ['m0', 'm1']);
+    assert.deepEqual(got.map(textOf), ['m0', 'm1']);
     await again.close();
   });
 
@@ -200,8 +199,8 @@ describe('SDK delivery', () => {
     const got: { room: string; text: string; delivery: Delivery; handledAt: number }[] = [];
     const agent = await parley.connect(r.creds, { delivery: { concurrency: 'per-room' } });
     agent.on('message', async (d) => {
-      if (d.room === slow.id && text(d) === 's0') await gate;
-      got.push({ room: d.room, text: text(d), delivery: d, handledAt: Date.now() });
+      if (d.room === slow.id && textOf(d) === 's0') await gate;
+      got.push({ room: d.room, text: textOf(d), delivery: d, handledAt: Date.now() });
     });
     await agent.listening;
     await slow.send('s0');
@@ -246,11 +245,11 @@ describe('SDK delivery', () => {
     let failures = 0;
     const agent = await parley.connect(r.creds, { delivery: { backoffMs: () => 30 } });
     agent.on('message', (d) => {
-      if (text(d) === 'flaky' && failures < 2) {
+      if (textOf(d) === 'flaky' && failures < 2) {
         failures++;
         throw new Error('transient');
       }
-      got.push(`${text(d)}${d.redelivered ? ' (redelivered)' : ''}`);
+      got.push(`${textOf(d)}${d.redelivered ? ' (redelivered)' : ''}`);
     });
     await agent.listening;
     for (const t of ['a', 'flaky', 'b', 'c']) await room.send(t);
@@ -312,7 +311,7 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
    * What a JetStream fault can leave (a retried send stored twice, a history read from a copy that
    * went another way): the same message at two positions, the first reaching the member only through
    * the backfill that its second copy set off. The second was then handed out again. Returns the
-   * (text, position, backfilled) of each delivery, and what they should be.
+   * (textOf, position, backfilled) of each delivery, and what they should be.
    */
   async function twice(mode: 'handlers' | 'pull') {
     const s = await parley.participant();
@@ -359,7 +358,7 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
     await waitFor(arrived, 'the message after them');
     await back.close();
     return {
-      got: got.map((d) => [text(d), d.roomSeq, d.backfilled]),
+      got: got.map((d) => [textOf(d), d.roomSeq, d.backfilled]),
       want: [
         ['m0', sent.roomSeq - 1, false],
         ['m1', sent.roomSeq, true],
@@ -399,7 +398,7 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
     const got: string[] = [];
     while (!got.includes('m2')) {
       const batch = await reader.pull();
-      got.push(...batch.deliveries.filter((d) => d.event === 'message').map(text));
+      got.push(...batch.deliveries.filter((d) => d.event === 'message').map(textOf));
       await batch.ack();
     }
     assert.deepEqual(got, ['m1', 'm2']);

@@ -16,16 +16,14 @@ import { after, before, describe, it } from 'node:test';
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
 import { headerNames, newId, streams, subjects } from '@parley/contracts';
-import type { Delivery } from '@parley/sdk';
 import {
   connectService,
   senderAndReceiver,
   startParley,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 /** Well under the fan-out's give-up (30 re-runs) and the inbox's 2 min dedupe window. */
 const BOUND_MS = 20_000;
@@ -69,10 +67,10 @@ describe('fan-out de-duplication of inbox writes', () => {
     const after = await room.send('after it');
     await waitFor(
       () => handled.some((d) => d.message.id === after.id),
-      () => `both to be handled (handled: ${handled.map(text).join(', ')})`,
+      () => `both to be handled (handled: ${handled.map(textOf).join(', ')})`,
       BOUND_MS,
     );
-    assert.deepEqual(handled.map(text), ['warm-up', 'at a reused position', 'after it']);
+    assert.deepEqual(handled.map(textOf), ['warm-up', 'at a reused position', 'after it']);
   });
 
   // What a room log that lost its last entries leaves behind: the member handled a message at a
@@ -106,10 +104,10 @@ describe('fan-out de-duplication of inbox writes', () => {
       );
       await waitFor(
         () => handled.length >= 6,
-        () => `the four to be handled (handled: ${handled.map(text).join(', ')})`,
+        () => `the four to be handled (handled: ${handled.map(textOf).join(', ')})`,
         BOUND_MS,
       );
-      assert.deepEqual(handled.map(text), ['warm-up', 'lost', 'a', 'b', 'c', 'd']);
+      assert.deepEqual(handled.map(textOf), ['warm-up', 'lost', 'a', 'b', 'c', 'd']);
       assert.deepEqual(
         handled.map((d) => d.rewound),
         [undefined, undefined, at, undefined, undefined, undefined],
@@ -118,7 +116,7 @@ describe('fan-out de-duplication of inbox writes', () => {
       // Nothing more comes (no duplicate) once the room goes on.
       const after = await room.send('after');
       await waitFor(() => handled.some((d) => d.message.id === after.id), 'the next message');
-      assert.deepEqual(handled.map(text).slice(2), ['a', 'b', 'c', 'd', 'after']);
+      assert.deepEqual(handled.map(textOf).slice(2), ['a', 'b', 'c', 'd', 'after']);
     });
   }
 
@@ -135,9 +133,9 @@ describe('fan-out de-duplication of inbox writes', () => {
     const next = await room.send('next');
     await waitFor(
       () => handled.some((d) => d.message.id === next.id),
-      () => `the next message to be handled (handled: ${handled.map(text).join(', ')})`,
+      () => `the next message to be handled (handled: ${handled.map(textOf).join(', ')})`,
       BOUND_MS,
     );
-    assert.deepEqual(handled.map(text), ['warm-up', 'once', 'next']);
+    assert.deepEqual(handled.map(textOf), ['warm-up', 'once', 'next']);
   });
 });

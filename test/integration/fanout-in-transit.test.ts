@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { streams } from '@parley/contracts';
-import type { Delivery } from '@parley/sdk';
 import {
   type CuttingProxy,
   cuttingProxy,
@@ -17,10 +16,9 @@ import {
   startParley,
   startRoomsProcess,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 /** The partition consumers' ack wait (fanout.ts): what a lost entry would otherwise wait for. */
 const PARTITION_ACK_WAIT_MS = 30_000;
@@ -58,10 +56,10 @@ describe('a room-log entry lost in transit to the fan-out', () => {
     // Two thirds of the ack wait: the redelivery after the ack wait does not count.
     await waitFor(
       () => handled.some((d) => d.message.id === lost.id),
-      () => `the lost entry to be delivered (handled: ${handled.map(text).join(', ')})`,
+      () => `the lost entry to be delivered (handled: ${handled.map(textOf).join(', ')})`,
       (PARTITION_ACK_WAIT_MS * 2) / 3,
     );
-    assert.deepEqual(handled.map(text), ['warm-up', marker], 'each once, in room order');
+    assert.deepEqual(handled.map(textOf), ['warm-up', marker], 'each once, in room order');
     assert.equal(proxy.cuts(), 1);
   });
 });

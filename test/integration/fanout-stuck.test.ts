@@ -12,7 +12,6 @@ import { after, before, describe, it } from 'node:test';
 import { Kvm } from '@nats-io/kv';
 import { buckets, partitionOf, streams } from '@parley/contracts';
 import { firstPartition } from '@parley/rooms/internal';
-import type { Delivery } from '@parley/sdk';
 import {
   connectService,
   parsePrometheusText,
@@ -22,12 +21,11 @@ import {
   startParley,
   startServiceProcess,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
 
 const PARTITIONS = 16;
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
-
 describe('fan-out: a partition stuck on one replica', () => {
   let parley: TestParley;
   const replicas: ServiceProcess[] = [];
@@ -93,7 +91,7 @@ describe('fan-out: a partition stuck on one replica', () => {
 
   it('is reported stuck, kept while alone, and handed off to another replica, which delivers it', async () => {
     const { room, handled } = await senderAndReceiver(parley, 'stuck');
-    const got = () => handled.map(text);
+    const got = () => handled.map(textOf);
     const p = partitionOf(room.id, PARTITIONS);
     // A replica whose first eight partitions (the ones it gives back when a second replica joins)
     // leave out p: only the hand-off can move p.

@@ -17,10 +17,9 @@ import {
   memoryCursorStore,
   startParley,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 describe('inbox shards', () => {
   let parley: TestParley;
@@ -44,7 +43,7 @@ describe('inbox shards', () => {
       members.map(async (m) => {
         const a = await parley.connect(m.creds);
         a.on('message', (d) => {
-          got.get(m.id)?.push(text(d));
+          got.get(m.id)?.push(textOf(d));
         });
         await a.listening;
         return a;
@@ -126,9 +125,9 @@ describe('inbox shards', () => {
     });
     await waitFor(
       () => got.length === 3,
-      () => `3 messages (got ${got.map(text).join(', ')})`,
+      () => `3 messages (got ${got.map(textOf).join(', ')})`,
     );
-    assert.deepEqual(got.map(text), ['before', 'meanwhile', 'after']);
+    assert.deepEqual(got.map(textOf), ['before', 'meanwhile', 'after']);
     assert.equal(got[1]?.backfilled, true, 'the message that waited in the old stream, from room history');
     await Promise.all([back.close(), sender.close()]);
     await jsm.streams.delete(LEGACY_INBOX_STREAM);

@@ -17,7 +17,6 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { encodeJson, headerNames, newId, type RoomMessage, streams } from '@parley/contracts';
 import { logIdAt } from '@parley/rooms/internal';
-import type { Delivery } from '@parley/sdk';
 import {
   connectService,
   senderAndReceiver,
@@ -25,10 +24,9 @@ import {
   startServer,
   streamDir,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 /**
  * Cuts every record after sequence `keep` from a stopped nats-server's file store of `stream` (2.9
@@ -107,10 +105,10 @@ describe('a room log that lost its last entries', () => {
     assert.equal(after[0]?.roomSeq, keep + 1, 'the new messages are stored at positions delivered before');
     await waitFor(
       () => handled.length >= 10,
-      () => `the four new messages to be handled (handled: ${handled.map(text).join(', ')})`,
+      () => `the four new messages to be handled (handled: ${handled.map(textOf).join(', ')})`,
       30_000,
     );
-    assert.deepEqual(handled.map(text), ['1', '2', '3', '4', '5', '6', 'x', 'y', 'z', 'w']);
+    assert.deepEqual(handled.map(textOf), ['1', '2', '3', '4', '5', '6', 'x', 'y', 'z', 'w']);
     assert.equal(handled[6]?.rewound, lost, 'the first one names the lost position the member was at');
     assert.deepEqual(
       handled.slice(7).map((d) => d.rewound),
@@ -119,7 +117,7 @@ describe('a room log that lost its last entries', () => {
     // The room goes on, and nothing comes twice.
     const next = await room.send('next');
     await waitFor(() => handled.some((d) => d.message.id === next.id), 'the next message to be handled');
-    assert.deepEqual(handled.slice(6).map(text), ['x', 'y', 'z', 'w', 'next']);
+    assert.deepEqual(handled.slice(6).map(textOf), ['x', 'y', 'z', 'w', 'next']);
   });
 
   it('a position stored while the fan-out checks it is read as that message, not as a removed entry', async () => {
@@ -217,14 +215,14 @@ describe('a room log that lost its last entries', () => {
       });
       await waitFor(
         () => handled.length >= 9,
-        () => `the other copy's three messages to be handled (handled: ${handled.map(text).join(', ')})`,
+        () => `the other copy's three messages to be handled (handled: ${handled.map(textOf).join(', ')})`,
         30_000,
       );
-      assert.deepEqual(handled.map(text), ['1', '2', '3', 'a4', 'a5', 'a6', 'b4', 'b5', 'b6']);
+      assert.deepEqual(handled.map(textOf), ['1', '2', '3', 'a4', 'a5', 'a6', 'b4', 'b5', 'b6']);
       const next = await room.send('next');
       assert.equal(next.roomSeq, keep + 4);
       await waitFor(() => handled.some((d) => d.message.id === next.id), 'the next message to be handled');
-      assert.deepEqual(handled.slice(6).map(text), ['b4', 'b5', 'b6', 'next']);
+      assert.deepEqual(handled.slice(6).map(textOf), ['b4', 'b5', 'b6', 'next']);
     } finally {
       await other.stop();
     }

@@ -35,10 +35,9 @@ import {
   startRoomsProcess,
   startServer,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 async function streamState(parley: TestParley, name: string) {
   const nc = await serviceConnection(parley);
@@ -197,7 +196,7 @@ describe('retention: per-room caps (room log 10 entries, inbox 3 per participant
     }
     // Nothing accepted is lost to the cap: the member online got every message, in order.
     assert.deepEqual(
-      got.map(text),
+      got.map(textOf),
       Array.from({ length: 14 }, (_, i) => `m${i}`),
     );
     // The room keeps its newest 10 entries: m4..m13 (its creation and joins went first).
@@ -245,7 +244,7 @@ describe('retention: per-room caps (room log 10 entries, inbox 3 per participant
     const present = await parley.connect(there.creds);
     const presentGot: string[] = [];
     present.on('message', (d) => {
-      presentGot.push(text(d));
+      presentGot.push(textOf(d));
     });
     await present.listening;
     const store = memoryCursorStore();
@@ -283,7 +282,7 @@ describe('retention: per-room caps (room log 10 entries, inbox 3 per participant
       () => got.length === 11,
       () => `11 deliveries after the return (got ${got.length})`,
     );
-    assert.deepEqual(got.map(text), ['m0', ...Array.from({ length: 10 }, (_, i) => `m${i + 6}`)]);
+    assert.deepEqual(got.map(textOf), ['m0', ...Array.from({ length: 10 }, (_, i) => `m${i + 6}`)]);
     const firstBack = got[1];
     assert.deepEqual(firstBack?.gap, { after: sent[0], retainedFrom: sent[6] });
     assert.equal(firstBack?.backfilled, true);
@@ -323,16 +322,16 @@ describe('retention: a room whose first entries the cap removed before the fan-o
     // delivered to anyone in the room, then or later).
     await waitFor(
       () => got.length >= 10,
-      () => `the 10 messages the log holds (got ${got.map(text).join(', ') || 'nothing'})`,
+      () => `the 10 messages the log holds (got ${got.map(textOf).join(', ') || 'nothing'})`,
       60_000,
     );
     // And what is sent after reaches the member too.
     await room.send('after');
     await waitFor(
       () => got.length >= 11,
-      () => `the message sent after (got ${got.map(text).join(', ')})`,
+      () => `the message sent after (got ${got.map(textOf).join(', ')})`,
     );
-    assert.deepEqual(got.map(text), [...Array.from({ length: 10 }, (_, i) => `m${i + 4}`), 'after']);
+    assert.deepEqual(got.map(textOf), [...Array.from({ length: 10 }, (_, i) => `m${i + 4}`), 'after']);
     assert.deepEqual(
       got.slice(0, 10).map((d) => d.roomSeq),
       sent.slice(4),
@@ -342,7 +341,7 @@ describe('retention: a room whose first entries the cap removed before the fan-o
 });
 
 const big = (i: number) => `m${i} ${'x'.repeat(100 * 1024)}`;
-const label = (d: Delivery) => text(d).split(' ')[0];
+const label = (d: Delivery) => textOf(d).split(' ')[0];
 
 describe('retention: the room log at a 1 MiB byte limit', () => {
   let parley: TestParley;
@@ -445,9 +444,9 @@ describe('retention: the inboxes at a byte limit of 1 MiB per inbox stream', () 
     });
     await waitFor(
       () => got.length === 3,
-      () => `3 quiet messages (got ${got.map(text).join(', ')})`,
+      () => `3 quiet messages (got ${got.map(textOf).join(', ')})`,
     );
-    assert.deepEqual(got.map(text), ['q0', 'q1', 'q2']);
+    assert.deepEqual(got.map(textOf), ['q0', 'q1', 'q2']);
     // q1 was lost from the inbox and read back from the room log; nothing is missing.
     assert.equal(got[1]?.backfilled, true);
     assert.equal(got[2]?.backfilled, false);

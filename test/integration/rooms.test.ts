@@ -14,9 +14,14 @@ import {
   subjects,
 } from '@parley/contracts';
 import type { Agent, Delivery } from '@parley/sdk';
-import { errorCode, serviceConnection, startParley, type TestParley, waitFor } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
+import {
+  errorCode,
+  serviceConnection,
+  startParley,
+  type TestParley,
+  textOf,
+  waitFor,
+} from '@parley/test/harness';
 
 describe('rooms', () => {
   let parley: TestParley;
@@ -84,11 +89,14 @@ describe('rooms', () => {
     await room.send('with carol');
     await room.remove(p('bob').id);
     await room.send('after bob');
-    await waitFor(() => p('carol').got.some((d) => text(d) === 'after bob'), 'carol to get the last message');
+    await waitFor(
+      () => p('carol').got.some((d) => textOf(d) === 'after bob'),
+      'carol to get the last message',
+    );
     const inRoom = (name: string) =>
       p(name)
         .got.filter((d) => d.room === room.id)
-        .map(text);
+        .map(textOf);
     assert.deepEqual(inRoom('carol'), ['with carol', 'after bob']);
     await waitFor(() => inRoom('bob').includes('with carol'), 'bob to get the second message');
     assert.deepEqual(inRoom('bob'), ['before carol', 'with carol']);
@@ -117,11 +125,11 @@ describe('rooms', () => {
     await room.send('not for dave either');
     await room.send('end', { mentions: [p('dave').id] });
     // Dave's inbox is in room order: once "end" arrived, anything else he was sent arrived before it.
-    await waitFor(() => p('dave').got.some((d) => text(d) === 'end'), 'dave to get the last mention');
+    await waitFor(() => p('dave').got.some((d) => textOf(d) === 'end'), 'dave to get the last mention');
     assert.deepEqual(
       p('dave')
         .got.filter((d) => d.room === room.id)
-        .map(text),
+        .map(textOf),
       ['for dave', 'end'],
     );
     // Room events still reach a mentions-only member.
@@ -344,10 +352,10 @@ describe('rooms', () => {
     assert.equal(back.role, 'member');
     await room.send('carol is back');
     await waitFor(
-      () => p('carol').got.some((d) => text(d) === 'carol is back'),
+      () => p('carol').got.some((d) => textOf(d) === 'carol is back'),
       'carol to get the message after rejoining',
     );
-    assert.ok(!p('carol').got.some((d) => text(d) === 'while carol is away'));
+    assert.ok(!p('carol').got.some((d) => textOf(d) === 'while carol is away'));
   });
 
   it('tells the sender when a recipient never manages to handle a message (dead letter)', async () => {
@@ -357,8 +365,8 @@ describe('rooms', () => {
     let attempts = 0;
     let handled = '';
     failing.on('message', (d) => {
-      if (text(d) !== 'poison pill') {
-        handled = text(d);
+      if (textOf(d) !== 'poison pill') {
+        handled = textOf(d);
         return;
       }
       attempts++;

@@ -17,10 +17,9 @@ import {
   startOtlpReceiver,
   startParley,
   type TestParley,
+  textOf,
   waitFor,
 } from '@parley/test/harness';
-
-const text = (d: Delivery) => d.message.parts.map((p) => (p.type === 'text' ? p.text : '')).join('');
 
 describe('tracing the message path', () => {
   let receiver: OtlpReceiver;
@@ -74,7 +73,7 @@ describe('tracing the message path', () => {
     const room = await alice.rooms.create('payroll question', { members: [a.id, b.id] });
     const first = await room.send('A, please find out the payroll total');
     const reply = await answer;
-    assert.equal(text(reply), 'The total is USD 1.2M');
+    assert.equal(textOf(reply), 'The total is USD 1.2M');
     await parley.telemetry?.forceFlush();
 
     // Spans arrive as each one ends, and a sender's span can end after the delivery it caused (its

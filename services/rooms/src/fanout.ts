@@ -372,7 +372,7 @@ export function createFanout(o: FanoutOptions) {
     const current = () =>
       reader.consumers.info(streams.rooms, name).catch((err: unknown) => {
         if (isConsumerNotFound(err)) return undefined;
-        throw named('reading the partition consumer', err);
+        throw named(READING_CONSUMER, err);
       });
     const add = (from: StartAt) =>
       step(
@@ -1088,6 +1088,7 @@ export function createFanout(o: FanoutOptions) {
 
   /** Why a worker starts over when its consumer holds entries and pushes none (see `recheck`). */
   const STALLED = 'partition consumer pushes nothing';
+  const READING_CONSUMER = 'reading the partition consumer';
   const LEADERLESS = 'partition consumer without a leader';
   const LEADERLESS_DELETE = 'deleting the leaderless partition consumer';
   const FORGOTTEN = 'the partition consumer started over from the start of the room log';
@@ -1526,7 +1527,7 @@ export function createFanout(o: FanoutOptions) {
           plog.warn({ err: (err as Error).message }, 'fan-out worker restarting');
           restartedFor = (err as Error).message;
           failedAt = Date.now();
-          if (isClusterNotAvailable(err) && restartedFor.startsWith('reading the partition consumer'))
+          if (isClusterNotAvailable(err) && restartedFor.startsWith(READING_CONSUMER))
             leaderlessSince ??= failedAt;
           else if (restartedFor !== LEADERLESS && !restartedFor.startsWith(LEADERLESS_DELETE))
             leaderlessSince = undefined;
