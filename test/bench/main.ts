@@ -30,6 +30,7 @@ import { setupRaw } from './raw.js';
 import { benchRegistrySearch } from './registry.js';
 import {
   childPids,
+  coresBusy,
   cpuDuring,
   gcSeconds,
   type LoopDelay,
@@ -323,6 +324,7 @@ try {
         loopDelayDuring(() => raw.latency(ratePerSec, shape.latencySeconds, latencyOptions)),
       ),
     );
+    progress(`at ${pct}%: cores busy Parley ${coresBusy(p)}, raw ${coresBusy(r)} of ${cpus().length}`);
     if (args.series) {
       progress(`parley at ${pct}%, seconds:p50/max ms: ${p.result.result.series}`);
       progress(`raw at ${pct}%, seconds:p50/max ms: ${r.result.result.series}`);
@@ -336,6 +338,9 @@ try {
       raw: r.result.result.endToEnd,
       // At the same rate, so per-delivery work compares without the machine's load in it.
       cpuPerDeliveryUs: { parley: perDeliveryUs(p.cpu, deliveries), raw: perDeliveryUs(r.cpu, deliveries) },
+      // How much of the machine the three processes kept busy at this rate (of `env.cpus` cores): a
+      // rate that is 50% of the capacity can need most of the cores, where every process waits for one.
+      coresBusy: { parley: coresBusy(p), raw: coresBusy(r) },
       eventLoopDelayMs: {
         parley: { agents: p.result.delay, services: servicesDelay },
         raw: { clients: r.result.delay },
@@ -480,6 +485,7 @@ try {
           ? Object.entries(l.parley.stages).map(([stage, t]) => tailRow(`  ${stage}`, t))
           : []),
         `  CPU µs per delivery: Parley ${JSON.stringify(l.cpuPerDeliveryUs.parley)}, raw ${JSON.stringify(l.cpuPerDeliveryUs.raw)} (load ${l.loadAverage.toFixed(1)})`,
+        `  cores busy: Parley ${l.coresBusy.parley}, raw ${l.coresBusy.raw} of ${cpus().length}`,
         `  event-loop delay p50/p99/max ms: Parley agents ${delay(l.eventLoopDelayMs.parley.agents)}, services ${delay(l.eventLoopDelayMs.parley.services)}; raw clients ${delay(l.eventLoopDelayMs.raw.clients)}`,
       ]),
       '',

@@ -139,6 +139,12 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
   }
 }
 
+/** Cores a {@link cpuDuring} measurement's processes kept busy: their CPU seconds per second of wall time. */
+export function coresBusy(m: { wall: number; cpu: Record<string, number> }): number {
+  const cpu = Object.values(m.cpu).reduce((a, b) => a + b, 0);
+  return m.wall > 0 ? Math.round((cpu / m.wall) * 100) / 100 : 0;
+}
+
 /** CPU microseconds per delivery, per process, from CPU seconds per process. */
 export function perDeliveryUs(cpu: Record<string, number>, deliveries: number): Record<string, number> {
   return Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, Math.round((v / deliveries) * 1e6)]));
