@@ -37,7 +37,7 @@ export function follow(
   stream: string,
   filter: string,
   running: () => boolean,
-  onMessage: (m: JsMsg) => void,
+  onMessage: (m: JsMsg) => void | Promise<void>,
   options: FollowOptions = {},
 ): Promise<void> {
   return (async () => {
@@ -65,7 +65,7 @@ export function follow(
           }
           for (const m of got) {
             from = m.seq + 1;
-            onMessage(m);
+            await onMessage(m);
           }
         }
       } catch {

@@ -66,6 +66,46 @@ describe('chaos invariants', () => {
     assert.match(l.write('fanout.1', 'replica-0', 3_000) ?? '', /two holders/, 'judged again after it');
   });
 
+  it('a write conditional on an entry the watch passed over is judged against that entry, read back', () => {
+    const l = new LeaseHolders(6_000);
+    assert.equal(l.write('fanout.13', 'replica-1', 1_000, 27), undefined);
+    // replica-1 gave the key back at 51 and the watch never read it; replica-0 took it at 72.
+    assert.equal(l.missed('fanout.13', 27), false, 'conditional on the last entry read');
+    assert.equal(l.missed('fanout.13', 51), true);
+    l.recover('fanout.13', { revision: 51, at: 3_000 });
+    assert.equal(l.write('fanout.13', 'replica-0', 3_158, 72, 51), undefined, 'a takeover after a release');
+    assert.equal(l.missed('fanout.13', 72), false);
+    assert.equal(
+      l.write('fanout.13', 'replica-1', 3_000, 51),
+      undefined,
+      'read late, after it was read back',
+    );
+    assert.equal(l.write('fanout.13', 'replica-0', 5_000, 80, 72), undefined, 'replica-0 still holds it');
+    // Read back as replica-1's renewal instead: the takeover 158 ms after it is a second holder.
+    assert.equal(l.write('fanout.14', 'replica-1', 1_000, 28), undefined);
+    assert.ok(l.missed('fanout.14', 52));
+    l.recover('fanout.14', { revision: 52, holder: 'replica-1', at: 3_000 });
+    assert.match(
+      l.write('fanout.14', 'replica-0', 3_158, 73, 52) ?? '',
+      /taken by replica-0 \(revision 73, conditional on 52\) 158 ms after replica-1 wrote it \(revision 52\).*two holders/,
+    );
+    // Read back as the new holder's own earlier write: the handover into it is among the entries
+    // passed over, unchecked; and an entry that cannot be read back is a gap for its key only.
+    assert.equal(l.write('fanout.15', 'replica-1', 1_000, 29), undefined);
+    l.recover('fanout.15', { revision: 53, holder: 'replica-0', at: 2_000 });
+    assert.equal(l.write('fanout.15', 'replica-0', 3_000, 74, 53), undefined);
+    assert.equal(l.write('fanout.0', 'replica-1', 1_000, 30), undefined);
+    assert.equal(l.write('fanout.1', 'replica-1', 1_000, 31), undefined);
+    l.recover('fanout.0');
+    assert.equal(l.write('fanout.0', 'replica-0', 2_000, 75, 55), undefined);
+    assert.match(
+      l.write('fanout.1', 'replica-0', 2_000, 76, 31) ?? '',
+      /two holders/,
+      'other keys still judged',
+    );
+    assert.deepEqual([l.recovered, l.unchecked, l.gaps], [3, 2, 1]);
+  });
+
   it('an inbox entry at or below the last position, or naming an earlier one than the last, is caught; a hole is counted', () => {
     const c = new InboxChains();
     const s = 'parley.inbox.agt_a.room_b';

@@ -17,6 +17,8 @@
  */
 export class LeaseHolders {
   readonly #holders = new Map<string, { holder: string; at: number; revision: number } | undefined>();
+  /** Per key, the revision of the last entry read (a write or a release), when it was told. */
+  readonly #revisions = new Map<string, number>();
   /** Holders known before the last gap in what the watcher read (see {@link gap}). */
   readonly #beforeGap = new Map<string, string>();
   /** Per key, the holder whose write a stale conditional write superseded, and by whom. */
@@ -29,14 +31,18 @@ export class LeaseHolders {
   unchecked = 0;
   /** Writes of another holder stored on a stale condition (see the class comment). */
   superseded: string[] = [];
+  /** Entries the watch missed and had read back (see {@link recover}). */
+  recovered = 0;
   constructor(private readonly ttlMs: number) {}
   /**
    * `holder` wrote `key` at `at` (server time, ms), stored at `revision`; `expected`: the revision
    * the write was conditional on, when it was.
    */
   write(key: string, holder: string, at: number, revision = 0, expected?: number): string | undefined {
+    if (this.#stale(key, revision)) return undefined;
     const prev = this.#holders.get(key);
     this.#holders.set(key, { holder, at, revision });
+    if (revision > 0) this.#revisions.set(key, revision);
     const before = this.#beforeGap.get(key);
     this.#beforeGap.delete(key);
     const gone = this.#superseded.get(key);
@@ -68,11 +74,53 @@ export class LeaseHolders {
     const theirs = prev.revision > 0 ? ` (revision ${prev.revision})` : '';
     return `lease ${key} taken by ${holder}${stored} ${Math.round(at - prev.at)} ms after ${prev.holder} wrote it${theirs}, with no release (TTL ${this.ttlMs} ms): two holders`;
   }
-  /** `key` was deleted or purged (handed over). */
-  release(key: string): void {
+  /** `key` was deleted or purged (handed over), at `revision` when told. */
+  release(key: string, revision = 0): void {
+    if (this.#stale(key, revision)) return;
     this.#holders.set(key, undefined);
+    if (revision > 0) this.#revisions.set(key, revision);
     this.#superseded.delete(key);
     this.#beforeGap.delete(key);
+  }
+  /** An entry at or before one of its key already applied (one read back, see {@link recover}). */
+  #stale(key: string, revision: number): boolean {
+    return revision > 0 && revision <= (this.#revisions.get(key) ?? 0);
+  }
+  /**
+   * Whether a write of `key` conditional on revision `expected` proves the watch missed entries of
+   * that key: the key's last entry when the write was stored came after the last one read. A watch
+   * reading through a node kill did (chaos short form: 7 takeovers conditional on releases at
+   * revisions 51–60 it never read, the stream's first sequence still below them).
+   */
+  missed(key: string, expected: number): boolean {
+    const last = this.#revisions.get(key);
+    return last !== undefined && expected > last;
+  }
+  /**
+   * The entry of `key` a write was conditional on, read back from the stream after {@link missed}:
+   * `holder` for a write, none for a release; `entry` undefined when it could not be read (expired,
+   * or the stream did not answer), which is a gap for this key (see {@link gap}). It becomes what is
+   * known of the key without being judged itself: the writes before it were missed too.
+   */
+  recover(key: string, entry?: { revision: number; holder?: string; at: number }): void {
+    if (!entry) {
+      const h = this.#holders.get(key);
+      if (h) this.#beforeGap.set(key, h.holder);
+      this.#holders.delete(key);
+      this.#revisions.delete(key);
+      this.gaps++;
+      return;
+    }
+    this.recovered++;
+    const { revision, holder, at } = entry;
+    if (holder === undefined) {
+      this.release(key, revision);
+      return;
+    }
+    const prev = this.#holders.get(key);
+    if (prev && prev.holder !== holder) this.unchecked++;
+    this.#holders.set(key, { holder, at, revision });
+    this.#revisions.set(key, revision);
   }
   /**
    * The watcher may have missed entries (they expired before it read them: the bucket's TTL is its
@@ -88,6 +136,7 @@ export class LeaseHolders {
       this.#beforeGap.set(key, h.holder);
     }
     this.#holders.clear();
+    this.#revisions.clear();
     if (known) this.gaps++;
   }
 }
