@@ -311,7 +311,7 @@ describe('SDK delivery: a message the room log holds at two positions', () => {
    * What a JetStream fault can leave (a retried send stored twice, a history read from a copy that
    * went another way): the same message at two positions, the first reaching the member only through
    * the backfill that its second copy set off. The second was then handed out again. Returns the
-   * (textOf, position, backfilled) of each delivery, and what they should be.
+   * (text, position, backfilled) of each delivery, and what they should be.
    */
   async function twice(mode: 'handlers' | 'pull') {
     const s = await parley.participant();
