@@ -96,6 +96,16 @@ async function nextHandledOnceInOrder(
   );
 }
 
+/**
+ * Waits until the SDK reported its inbox consumer made again. The next message may be handled first:
+ * the old consumer pushes it while the SDK's request to make the consumer again is on its way (that
+ * request is one the rooms service answers once JetStream does, after the restart; the next message
+ * needs JetStream too, but not that answer), and the SDK handles deliveries past what it had before.
+ */
+async function madeAgain(failures: unknown[]): Promise<void> {
+  await waitFor(() => failures.length > 0, 'the SDK to report its inbox consumer made again', 30_000);
+}
+
 /** The inbox floor the rooms service recorded for `member`. */
 async function recordedFloor(floors: KV, member: string): Promise<number | undefined> {
   const e = await floors.get(`inbox.${inboxShardOf(member)}`);
@@ -143,6 +153,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
     });
     // Each once, in room order.
     await nextHandledOnceInOrder(room, handled, sent);
+    await madeAgain(failures);
 
     // What the room's partition consumer pushed since the restart: the new message, not the
     // earlier ones again (16: the default PARLEY_PARTITIONS).
@@ -192,6 +203,7 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       },
     });
     await nextHandledOnceInOrder(room, handled, sent);
+    await madeAgain(failures);
     const inbox = await answered(() => jsm.consumers.info(inboxStream(member), member));
     console.log(
       `consumer-state-lost: with no floor read, the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart`,
