@@ -82,11 +82,10 @@ describe('attacks on the backbone (issue 13)', () => {
     await waitFor(async () => (await refusedReplies()) > before, `the reply to ${reply} to be dropped`);
   }
 
-  const lastSeqOf = async (stream: string, subject: string) => {
-    const jsm = await jetstreamManager(svc);
-    const m = await jsm.direct.getMessage(stream, { last_by_subj: subject }).catch(() => null);
-    return m?.seq ?? 0;
-  };
+  /** The last entry of `stream` on `subject` (null when it has none; a stream not found throws). */
+  const lastOf = async (stream: string, subject: string) =>
+    (await jetstreamManager(svc)).direct.getMessage(stream, { last_by_subj: subject });
+  const lastSeqOf = async (stream: string, subject: string) => (await lastOf(stream, subject))?.seq ?? 0;
 
   before(async () => {
     parley = await startParley();
@@ -158,11 +157,23 @@ describe('attacks on the backbone (issue 13)', () => {
     it('cannot write into another participant’s inbox or into a room log it names as the reply', async () => {
       const inbox = subjects.inbox(victim.id, victimRoom);
       const log = subjects.room(partitionOf(victimRoom, backboneDefaults().partitions), victimRoom);
-      const inboxBefore = await lastSeqOf(inboxStream(inbox), inbox);
+      // The fan-out writes the victim's own sends into its inbox too, after the send was answered:
+      // once this one is there, an entry after it on this subject can only be the attack's.
+      const mark = await victim.agent.rooms.room(victimRoom).send('before the attack');
+      let inboxBefore = 0;
+      await waitFor(async () => {
+        const last = await lastOf(inboxStream(victim.id), inbox);
+        inboxBefore = last?.seq ?? 0;
+        return last?.header.get(headerNames.messageId) === mark.id;
+      }, 'the victim’s own message in its inbox');
       const logBefore = await lastSeqOf(streams.rooms, log);
       await attack(subjects.api(attacker.id, 'rooms', 'get'), { room: ownRoom }, inbox);
       await attack(subjects.send(attacker.id), '{}', log);
-      assert.equal(await lastSeqOf(inboxStream(inbox), inbox), inboxBefore, 'no entry in the victim’s inbox');
+      assert.equal(
+        await lastSeqOf(inboxStream(victim.id), inbox),
+        inboxBefore,
+        'no entry in the victim’s inbox',
+      );
       assert.equal(await lastSeqOf(streams.rooms, log), logBefore, 'no entry in the room log');
       // The room's history still reads (a foreign entry used to make it fail INTERNAL).
       const history = await colleague.agent.rooms.room(victimRoom).history({ limit: 50 });
