@@ -88,7 +88,9 @@ describe('npm start across restarts', () => {
 
     const first = startBackboneProcess(args);
     try {
-      await first.waitForOutput('Try, in another terminal:');
+      // The banner's last line: each line is a write of its own, and the lines after "Try, in another
+      // terminal:" can arrive after it.
+      await first.waitForOutput('Ctrl-C stops everything');
       // The banner tells a CLI in another terminal how to find a home that is not ./.parley.
       assert.match(first.output(), new RegExp(`export PARLEY_HOME=${home}`));
       const demo = JSON.parse(await readFile(join(home, 'demo.json'), 'utf8')) as Record<string, string>;
