@@ -979,14 +979,17 @@ export class DeliveryEngine {
     if (after !== undefined) this.#madeAgainAfter(after, 'was below the floor recorded for it');
   }
 
-  /** Reports an inbox consumer made again after `after` because nats-server lost its state. */
-  #stateLost(what: string, after: number): void {
+  /**
+   * Reports an inbox consumer made again after `after` because nats-server lost its state, and when
+   * this engine noticed it, how long making it again took (deliveries past `after` wait for it).
+   */
+  #stateLost(what: string, after: number, resumeMs?: number): void {
     this.#fail(
       new Error(
-        `the inbox consumer ${what} (nats-server lost its state): made again after inbox position ${after}`,
+        `the inbox consumer ${what} (nats-server lost its state): made again after inbox position ${after}${resumeMs === undefined ? '' : `, ${resumeMs} ms after it was noticed`}`,
       ),
       'delivery',
-      { reason: 'inbox_state_lost', resumedAfter: after },
+      { reason: 'inbox_state_lost', resumedAfter: after, ...(resumeMs === undefined ? {} : { resumeMs }) },
     );
   }
 
@@ -1010,6 +1013,7 @@ export class DeliveryEngine {
     if (this.#resuming || this.#closed || !source?.resume) return;
     this.#resuming = true;
     this.#noticedUpTo = this.#pushedUpTo;
+    const noticedAt = Date.now();
     let resumedAfter: number | undefined;
     try {
       resumedAfter = await source.resume(this.#floor);
@@ -1019,18 +1023,19 @@ export class DeliveryEngine {
     this.#resuming = false;
     const held = this.#heldBack;
     this.#heldBack = [];
-    if (resumedAfter !== undefined) this.#madeAgainAfter(resumedAfter, 'came back at its start');
+    if (resumedAfter !== undefined)
+      this.#madeAgainAfter(resumedAfter, 'came back at its start', Date.now() - noticedAt);
     // Past the position it was made to go on after, a held delivery may be the new consumer's own
     // (pushed while the answer was on its way): dropped, it would come again only after the ack wait.
     if (!this.#closed) for (const m of held) if (m.seq > this.#resumedAt) this.#queue(m);
   }
 
   /** The inbox consumer was made again after `after`: what the old one still pushes is dropped. */
-  #madeAgainAfter(after: number, what: string): void {
+  #madeAgainAfter(after: number, what: string, resumeMs?: number): void {
     this.#floor = Math.max(this.#floor, after);
     this.#resumedAt = Math.max(this.#resumedAt, after);
     this.#noticedUpTo = this.#pushedUpTo;
-    this.#stateLost(what, after);
+    this.#stateLost(what, after, resumeMs);
   }
 
   #remember(id: string): void {

@@ -183,8 +183,12 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
   it('a running agent that had not read its floor yet goes on after the floor the rooms service recorded', async () => {
     // Fewer deliveries than the SDK reads its consumer's floor after (250): it knows no floor.
     const failures: unknown[] = [];
+    let resumeMs: unknown;
     const { room, handled, member } = await senderAndReceiver(parley, 'no floor read', {
-      onError: (_err, failure) => failures.push(failure.details?.reason),
+      onError: (_err, failure) => {
+        failures.push(failure.details?.reason);
+        resumeMs = failure.details?.resumeMs;
+      },
     });
     const jsm = await jetstreamManager(nc);
     const floors = await new Kvm(nc).open(buckets.floors);
@@ -215,6 +219,9 @@ describe('a consumer whose state nats-server lost (kill -9 while it rewrote its 
       `the inbox consumer pushed ${inbox.delivered.consumer_seq} entries after the restart (the SDK reported ${JSON.stringify(failures)}; floor recorded before the crash ${floor}, now ${await recorded()}; the consumer now: ack floor ${inbox.ack_floor.stream_seq}, delivered ${inbox.delivered.stream_seq}, start ${inbox.config.opt_start_seq ?? 'all'})`,
     );
     assert.deepEqual(failures, ['inbox_state_lost']);
+    // The engine noticed it and says how long making the consumer again took.
+    assert.ok(typeof resumeMs === 'number' && resumeMs >= 0, `resumeMs ${String(resumeMs)}`);
+    console.log(`consumer-state-lost: the consumer was made again ${resumeMs} ms after the SDK noticed`);
   });
 
   it('an agent started after the crash goes on after the floor the rooms service recorded instead of handling its inbox again', async () => {
