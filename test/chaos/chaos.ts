@@ -48,6 +48,7 @@ import { jetstream, jetstreamManager, type StoredMsg } from '@nats-io/jetstream'
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { buckets, headerNames, inboxStream, streams, subjects } from '@parley/contracts';
+import { retryJetStream } from '@parley/kit';
 import type { Agent, Delivery } from '@parley/sdk';
 import {
   type ServiceProcess,
@@ -337,18 +338,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     });
     const keyPrefix = `$KV.${buckets.leases}.`;
     /** Lease entry `seq` from the stream, or why not (a stream just back from a fault may not answer). */
-    const readBack = async (seq: number): Promise<StoredMsg | string> => {
-      let why = '';
-      for (let attempt = 0; attempt < 3; attempt++) {
-        if (attempt > 0) await sleep(500);
-        try {
-          return (await jsm.streams.getMessage(leaseStream, { seq })) ?? 'not in the stream (expired)';
-        } catch (err) {
-          why = `not read (${(err as Error).message})`;
-        }
-      }
-      return why;
-    };
+    const readBack = (seq: number): Promise<StoredMsg | string> =>
+      retryJetStream('a lease entry', () => jsm.streams.getMessage(leaseStream, { seq }), {
+        deadlineMs: 1_500,
+        firstDelayMs: 500,
+      }).then(
+        (m) => m ?? 'not in the stream (expired)',
+        (err: Error) => `not read (${err.message})`,
+      );
     const leases = new LeaseHolders(ttlMs);
     // The bucket's entries expire a TTL after they were written (its stream's max age), the delete
     // of a handover included: a watcher away longer than that (JetStream without leaders for 10 s

@@ -104,10 +104,7 @@ export class LeaseHolders {
    */
   recover(key: string, entry?: { revision: number; holder?: string; at: number }): void {
     if (!entry) {
-      const h = this.#holders.get(key);
-      if (h) this.#beforeGap.set(key, h.holder);
-      this.#holders.delete(key);
-      this.#revisions.delete(key);
+      this.#forget(key);
       this.gaps++;
       return;
     }
@@ -129,15 +126,17 @@ export class LeaseHolders {
    * {@link unchecked} when it names another holder.
    */
   gap(): void {
-    let known = false;
-    for (const [key, h] of this.#holders) {
-      if (!h) continue;
-      known = true;
-      this.#beforeGap.set(key, h.holder);
-    }
-    this.#holders.clear();
+    const known = [...this.#holders.values()].some((h) => h !== undefined);
+    for (const key of [...this.#holders.keys()]) this.#forget(key);
     this.#revisions.clear();
     if (known) this.gaps++;
+  }
+  /** Drops what is known of `key`, keeping its holder for the next write to compare with. */
+  #forget(key: string): void {
+    const h = this.#holders.get(key);
+    if (h) this.#beforeGap.set(key, h.holder);
+    this.#holders.delete(key);
+    this.#revisions.delete(key);
   }
 }
 
