@@ -4,11 +4,24 @@
 // LINGER_MS after its tests ended, naming what is still open.
 // NODE_OPTIONS reaches every process a test starts too (services, bridges, npm start): only a test
 // file's own process, started by the runner with the file as its script, is watched.
+import { execFileSync } from 'node:child_process';
+
 const isTestFile =
   process.env.NODE_TEST_CONTEXT !== undefined && /\.test\.[cm]?[jt]s$/.test(process.argv[1] ?? '');
 
 /** Longer than any clean-up takes (a service process gets 40 s, a backbone 30 s). */
 const LINGER_MS = Number(process.env.PARLEY_TEST_LINGER_MS ?? 120_000);
+
+/** Who listens on a local port, from `ss` (empty when nobody does, or `ss` is missing). */
+function listener(port) {
+  try {
+    return execFileSync('ss', ['-Htlnp', `sport = :${port}`], { encoding: 'utf8', timeout: 5_000 })
+      .trim()
+      .replace(/\s+/g, ' ');
+  } catch {
+    return '';
+  }
+}
 
 /** What keeps the process alive, in words: sockets by address, child processes by command. */
 function openHandles() {
@@ -16,7 +29,9 @@ function openHandles() {
   const handles = process._getActiveHandles().filter((h) => !stdio.includes(h));
   const described = handles.map((h) => {
     if (h?.constructor?.name === 'Socket' && h.remotePort)
-      return `a TCP socket to ${h.remoteAddress}:${h.remotePort}`;
+      // Whose port it is: a socket to a port another file's server took over reads differently from
+      // one to this file's own server.
+      return `a TCP socket from :${h.localPort} to ${h.remoteAddress}:${h.remotePort} (listening there: ${listener(h.remotePort) || 'nobody'})`;
     if (h?.constructor?.name === 'Server' && h.address?.())
       return `a server listening on port ${h.address().port}`;
     if (h?.constructor?.name === 'ChildProcess') return `child process ${h.pid}: ${h.spawnargs?.join(' ')}`;

@@ -60,6 +60,12 @@ export interface TestParley extends Standalone {
   serviceCreds(name?: string, deny?: { pub?: string[] }): Promise<string>;
   /** The 3-node cluster the services run against (cluster mode only): kill -9 and restart nodes. */
   cluster?: TestServer;
+  /**
+   * Aborted when `destroy` begins: work a test started in the background and did not wait for (a
+   * {@link whenStreamsAnswer} of an earlier restart) ends with it instead of reconnecting to a
+   * stopped backbone's port, which another test file's server may have taken by then.
+   */
+  readonly signal: AbortSignal;
   /** Stops everything and removes the home directory. */
   destroy(): Promise<void>;
 }
@@ -149,10 +155,12 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
     });
     let made = 0;
     const agents: Agent[] = [];
+    const destroying = new AbortController();
     // Delegate to the running backbone (not a copy: `nats` changes when it is restarted).
     const extra: Omit<TestParley, keyof Standalone> = {
       ...(cluster ? { cluster } : {}),
       serviceCreds,
+      signal: destroying.signal,
       async participant(kind = 'agent') {
         const name = `participant-${++made}-${Date.now().toString(36)}`;
         if (kind === 'user') {
@@ -171,6 +179,7 @@ export async function startParley(options: StartParleyOptions = {}): Promise<Tes
         return agent;
       },
       async destroy() {
+        destroying.abort();
         await Promise.allSettled(agents.map((a) => a.close()));
         await admin.close();
         await running.stop();

@@ -64,10 +64,11 @@ export async function serviceConnection(
  * answers only with a meta leader, without which no consumer can be made (after a node's restart,
  * `JetStream system temporarily unavailable` for seconds while a partition consumer was being made
  * again). How much of a recovery figure is nats-server's own (electing JetStream's leaders), and
- * how much is Parley's: a delivery cannot be faster than the streams it goes through.
+ * how much is Parley's: a delivery cannot be faster than the streams it goes through. Undefined
+ * too once `parley.signal` (a test Parley's) is aborted: the backbone is going away.
  */
 export async function whenStreamsAnswer(
-  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string> },
+  parley: { natsUrl: string; serviceCreds(name?: string): Promise<string>; signal?: AbortSignal },
   names: string[] = [streams.rooms, ...inboxStreams()],
   timeoutMs = 120_000,
 ): Promise<number | undefined> {
@@ -84,7 +85,7 @@ export async function whenStreamsAnswer(
         () => false,
       );
     const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
+    while (Date.now() < deadline && !parley.signal?.aborted) {
       if ((await Promise.all([apiAnswers(), ...names.map(answers)])).every(Boolean)) return Date.now();
       await new Promise((r) => setTimeout(r, 50));
     }
