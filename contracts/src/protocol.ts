@@ -87,7 +87,7 @@ export const channels: ChannelDefinition[] = [
     id: 'inbox',
     address: 'parley.inbox.{shard}.{participantId}.{roomId}',
     summary:
-      'Deliveries (stream PARLEY_INBOX_{shard}, one of 16), read through the participant’s durable consumer named after it. Headers: Parley-Room-Seq, Parley-Prev-Seq, Parley-Rewound (only after the room log lost the position delivered last), traceparent.',
+      'Deliveries (stream PARLEY_INBOX_{shard}, one of 16), read through the participant’s durable consumer named after it. Headers: Parley-Room-Seq, Parley-Room-Time (when the room log stored it), Parley-Prev-Seq, Parley-Rewound (only after the room log lost the position delivered last), traceparent.',
     action: 'receive',
     payload: RoomMessage,
     parameters: {

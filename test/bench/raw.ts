@@ -232,11 +232,12 @@ export async function setupRaw(o: RawOptions): Promise<Pipeline> {
                   const h = headers();
                   h.set('t', m.headers?.get('t') ?? '0');
                   if (o.parleyHeaders) {
-                    // What the fan-out writes: the message id, the trace context, the positions.
+                    // What the fan-out writes: the message id, the trace context, the positions, the stored time.
                     const id = m.headers?.get('Parley-Msg-Id') ?? '';
                     h.set('Parley-Msg-Id', id);
                     h.set('traceparent', m.headers?.get('traceparent') ?? '');
                     h.set('Parley-Room-Seq', String(m.seq));
+                    h.set('Parley-Room-Time', String(Math.floor(m.info.timestampNanos / 1e6)));
                     h.set('Parley-Prev-Seq', String(m.seq - 1));
                     h.set('Nats-Msg-Id', `${id}:agt_${member.padEnd(26, '0')}`);
                   } else h.set('Nats-Msg-Id', `${m.seq}:${member}`);

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { cp, readdir, readFile, rm, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { type JetStreamClient, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { encodeJson, headerNames, newId, type RoomMessage, streams } from '@parley/contracts';
 import { logIdAt } from '@parley/rooms/internal';
@@ -24,6 +24,7 @@ import {
   startServer,
   streamDir,
   type TestParley,
+  type TestServer,
   textOf,
   waitFor,
 } from '@parley/test/harness';
@@ -66,6 +67,35 @@ async function swapBlocks(storeDir: string, stream: string, from: string): Promi
   for (const f of await readdir(join(from, 'msgs')))
     if (f.endsWith('.blk')) await cp(join(from, 'msgs', f), join(msgs, f));
 }
+
+/** Stores a text message from `sender` in the room log, as the ingress does; its position. */
+async function storeMessage(
+  js: JetStreamClient,
+  subject: string,
+  room: string,
+  sender: string,
+  text: string,
+): Promise<number> {
+  const message: RoomMessage = {
+    id: newId('message'),
+    room,
+    sender: { id: sender, kind: 'agent' },
+    kind: 'message',
+    parts: [{ type: 'text', text }],
+    mentions: [],
+    hop: 0,
+    sentAt: new Date().toISOString(),
+  };
+  const h = headers();
+  h.set(headerNames.kind, message.kind);
+  h.set(headerNames.sender, sender);
+  h.set(headerNames.messageId, message.id);
+  return (await js.publish(subject, encodeJson(message), { msgID: message.id, headers: h })).seq;
+}
+
+/** The directory of the room log in a test server's store (nats-server: <store>/jetstream/<account>/streams). */
+const roomLogOf = (server: TestServer) =>
+  join(server.dir, 'n1', 'jetstream', 'jetstream', '$G', 'streams', streams.rooms);
 
 describe('a room log that lost its last entries', () => {
   let parley: TestParley;
@@ -159,8 +189,7 @@ describe('a room log that lost its last entries', () => {
     // The other copy: the log as it is now, on a nats-server of its own, where three messages the
     // member never gets are stored now — before the ones the member will get at the same positions.
     const other = await startServer();
-    // nats-server keeps an account's streams under <store>/jetstream/<account>/streams.
-    const otherCopy = join(other.dir, 'n1', 'jetstream', 'jetstream', '$G', 'streams', streams.rooms);
+    const otherCopy = roomLogOf(other);
     try {
       await other.stopNode(0);
       await parley.restartNats({
@@ -178,21 +207,7 @@ describe('a room log that lost its last entries', () => {
       const js = jetstream(onOther);
       let storedAt = 0;
       for (const t of ['b4', 'b5', 'b6']) {
-        const message: RoomMessage = {
-          id: newId('message'),
-          room: room.id,
-          sender: { id: sender.id, kind: 'agent' },
-          kind: 'message',
-          parts: [{ type: 'text', text: t }],
-          mentions: [],
-          hop: 0,
-          sentAt: new Date().toISOString(),
-        };
-        const h = headers();
-        h.set(headerNames.kind, message.kind);
-        h.set(headerNames.sender, sender.id);
-        h.set(headerNames.messageId, message.id);
-        await js.publish(subject, encodeJson(message), { msgID: message.id, headers: h });
+        await storeMessage(js, subject, room.id, sender.id, t);
         storedAt = Date.now();
       }
       await onOther.close();
@@ -223,6 +238,70 @@ describe('a room log that lost its last entries', () => {
       assert.equal(next.roomSeq, keep + 4);
       await waitFor(() => handled.some((d) => d.message.id === next.id), 'the next message to be handled');
       assert.deepEqual(handled.slice(6).map(textOf), ['b4', 'b5', 'b6', 'next']);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('a message stored again under its id, at the position it held before the log lost it, hides none of the new ones before it', async () => {
+    const { sender, room, handled } = await senderAndReceiver(parley, 'stored-again');
+    const sent = [];
+    for (const t of ['1', '2', '3', '4', '5', '6']) sent.push(await room.send(t));
+    await waitFor(() => handled.length === 6, 'the six messages to be handled');
+    const jsm = await jetstreamManager(nc);
+    const keep = sent[2]?.roomSeq ?? 0;
+    const sixth = sent[5]?.roomSeq ?? 0;
+    assert.equal(sixth, keep + 3, 'nothing else was stored between the six');
+    const original = await jsm.streams.getMessage(streams.rooms, { seq: sixth });
+    assert.ok(original, 'the sixth message is in the log');
+
+    // The other copy, on a nats-server of its own: the log loses 4…6, then stores two new messages
+    // and the sixth again under its id (a send retried after the loss) — at the position it had.
+    const other = await startServer();
+    const otherCopy = roomLogOf(other);
+    try {
+      await other.stopNode(0);
+      await parley.restartNats({
+        whileStopped: async () => {
+          const dir = await streamDir(parley.home.paths.jetstream, streams.rooms);
+          assert.ok(dir);
+          await cp(dir, otherCopy, { recursive: true, filter: (path) => !path.includes('/obs') });
+        },
+      });
+      assert.equal(await cutStream(join(other.dir, 'n1'), streams.rooms, keep), 1);
+      await other.restart(0);
+      const onOther = await other.connect();
+      const js = jetstream(onOther);
+      const stored = [
+        await storeMessage(js, original.subject, room.id, sender.id, 'x'),
+        await storeMessage(js, original.subject, room.id, sender.id, 'y'),
+        (
+          await js.publish(original.subject, original.data, {
+            msgID: original.header.get(headerNames.messageId),
+            headers: original.header,
+          })
+        ).seq,
+      ];
+      await onOther.close();
+      await other.stopNode(0);
+      assert.deepEqual(stored, [keep + 1, keep + 2, sixth], 'the sixth is stored again where it was');
+
+      // nats-server comes back with that copy: the entry at the sixth's position names the message
+      // the member handled from there; x and y, before it, it never got.
+      await parley.restartNats({
+        whileStopped: () => swapBlocks(parley.home.paths.jetstream, streams.rooms, otherCopy),
+      });
+      await waitFor(
+        () => handled.length >= 8,
+        () => `the two new messages to be handled (handled: ${handled.map(textOf).join(', ')})`,
+        30_000,
+      );
+      assert.deepEqual(handled.map(textOf), ['1', '2', '3', '4', '5', '6', 'x', 'y']);
+      assert.equal(handled[6]?.rewound, sixth, 'the first one names the position the member was at');
+      const next = await room.send('next');
+      assert.equal(next.roomSeq, sixth + 1);
+      await waitFor(() => handled.some((d) => d.message.id === next.id), 'the next message to be handled');
+      assert.deepEqual(handled.slice(6).map(textOf), ['x', 'y', 'next'], 'the sixth is not handled twice');
     } finally {
       await other.stop();
     }

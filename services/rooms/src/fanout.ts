@@ -128,6 +128,11 @@ interface Cursor {
   /** The message the room log held at `roomSeq` when it was delivered (absent when none was). */
   messageId?: string;
   /**
+   * When the room log stored that entry (ms; absent in deliveries written before Parley-Room-Time):
+   * the same message stored again at the same position is another entry (see `sameEntry`).
+   */
+  roomAt?: number;
+  /**
    * Set when the room log no longer holds that message: JetStream lost the entry and went on from an
    * earlier position. `roomSeq` is then below the batch's entries again, and this is the lost
    * position, which the next write names (`Parley-Rewound`) so the recipient goes back with it.
@@ -136,11 +141,29 @@ interface Cursor {
 }
 
 /**
- * The room log's message at a position, read at most once per batch: its id; `null` when nothing is
- * there within the log (removed by retention or deleted); `undefined` when the position is past the
- * log's end.
+ * The room log's entry at a position, read at most once per batch: its id and stored time; `null`
+ * when nothing is there within the log (removed by retention or deleted); `undefined` when the
+ * position is past the log's end.
  */
-type LogReads = Map<number, Promise<string | null | undefined>>;
+type LogReads = Map<number, Promise<LogEntry | null | undefined>>;
+
+/** A room-log entry as the stream leader holds it: its message id (`''` when none) and stored time (ms). */
+interface LogEntry {
+  id: string;
+  at: number;
+}
+
+/**
+ * Stored times within this much (ms) are one store: the stream answers a read to the millisecond,
+ * and a message's push gives nanoseconds that a double holds only to a fraction of a microsecond.
+ * A message stored again after the log lost it comes seconds later (the log's leader restarted or
+ * was replaced in between).
+ */
+const SAME_STORE_MS = 2;
+
+/** Whether `held` is the entry with message `id` stored at `at` (ms; unknown: by id alone). */
+const sameEntry = (held: LogEntry, id: string | undefined, at: number | undefined) =>
+  held.id === id && (at === undefined || Math.abs(held.at - at) < SAME_STORE_MS);
 
 /** The message id of a room-log entry. */
 const messageIdOf = (m: JsMsg) => headerOf(m.headers, headerNames.messageId);
@@ -149,23 +172,36 @@ const messageIdOf = (m: JsMsg) => headerOf(m.headers, headerNames.messageId);
  * The id of the message the room log holds at `seq` (`''` when it has none), read from the stream
  * leader (a follower behind it could miss a position that is there): `null` when nothing is there
  * within the log (removed by retention, or deleted), `undefined` when the position is past the log's
- * end (lost, and not stored again yet). `logEnd` (the stream's info unless the caller knows the end)
- * is read only after a miss, and the position is read again when the end is past it: the room goes
- * on while its log is checked, and a message stored at the position between the two reads was taken
- * for a removed entry (CI, log-rewound test: the first message stored at a lost position was passed
- * over as delivered and never reached its member).
+ * end (lost, and not stored again yet). See {@link logEntryAt}.
  */
 export async function logIdAt(
   jsm: JetStreamManager,
   seq: number,
-  logEnd = async () => (await jsm.streams.info(streams.rooms)).state.last_seq,
+  logEnd?: () => Promise<number>,
 ): Promise<string | null | undefined> {
+  const entry = await logEntryAt(jsm, seq, logEnd);
+  return entry === null ? null : entry?.id;
+}
+
+/**
+ * The message the room log holds at `seq` and when it was stored there (ms), read from the stream
+ * leader; `null` and `undefined` as in {@link logIdAt}. `logEnd` (the stream's info unless the
+ * caller knows the end) is read only after a miss, and the position is read again when the end is
+ * past it: the room goes on while its log is checked, and a message stored at the position between
+ * the two reads was taken for a removed entry (CI, log-rewound test: the first message stored at a
+ * lost position was passed over as delivered and never reached its member).
+ */
+async function logEntryAt(
+  jsm: JetStreamManager,
+  seq: number,
+  logEnd = async () => (await jsm.streams.info(streams.rooms)).state.last_seq,
+): Promise<LogEntry | null | undefined> {
   const read = async () => {
     const sm = await jsm.streams.getMessage(streams.rooms, { seq });
-    return sm ? sm.header.get(headerNames.messageId) || '' : undefined;
+    return sm ? { id: sm.header.get(headerNames.messageId) || '', at: sm.time.getTime() } : undefined;
   };
-  const id = await read();
-  if (id !== undefined) return id;
+  const entry = await read();
+  if (entry !== undefined) return entry;
   if (seq > (await logEnd())) return undefined;
   return (await read()) ?? null;
 }
@@ -176,6 +212,9 @@ interface LogPoint {
   id: string | undefined;
   at: number;
 }
+
+/** When the room log stored `m`, in whole ms (as a read of the log gives it). */
+const roomTimeOf = (m: JsMsg) => Math.floor(m.info.timestampNanos / 1e6);
 
 /** A room-log entry as a {@link LogPoint}. */
 const pointOf = (m: JsMsg): LogPoint => ({ seq: m.seq, id: messageIdOf(m), at: m.info.timestampNanos / 1e6 });
@@ -526,15 +565,18 @@ export function createFanout(o: FanoutOptions) {
   }
 
   /**
-   * Whether the room log no longer holds `point`: another message at its position, or the position
-   * past the log's end. Nothing there below the end was removed by retention or deleted, not lost.
-   * One read of the stream leader in the usual case; `logEnd` (a stream info, slow to answer for
-   * seconds after a cluster restart) only when the position holds nothing.
+   * Whether the room log no longer holds `point`: another message at its position, the same message
+   * stored there again (another time: a send retried under its id after the log lost it lands where
+   * it was before when as many entries came first — session 37's chaos run, where such a match made
+   * the worker take the three new messages before it for delivered ones), or the position past the
+   * log's end. Nothing there below the end was removed by retention or deleted, not lost. One read
+   * of the stream leader in the usual case; `logEnd` (a stream info, slow to answer for seconds
+   * after a cluster restart) only when the position holds nothing.
    */
   async function lostAt(jsm: JetStreamManager, point: LogPoint, logEnd?: () => Promise<number>) {
     if (!point.id) return false;
-    const held = await logIdAt(jsm, point.seq, logEnd);
-    return held !== null && held !== point.id;
+    const held = await logEntryAt(jsm, point.seq, logEnd);
+    return held !== null && (held === undefined || !sameEntry(held, point.id, point.at));
   }
 
   /** The fan-out's view of `room`, as it stands before the entry at `seq` is applied. */
@@ -651,10 +693,12 @@ export function createFanout(o: FanoutOptions) {
     });
     if (!last) return { roomSeq: 0, inboxSeq: 0 };
     const messageId = last.header.get(headerNames.messageId);
+    const roomAt = Number(last.header.get(headerNames.roomTime)) || undefined;
     return {
       roomSeq: Number(last.header.get(headerNames.roomSeq)) || 0,
       inboxSeq: last.seq,
       ...(messageId ? { messageId } : {}),
+      ...(roomAt ? { roomAt } : {}),
     };
   }
 
@@ -681,17 +725,18 @@ export function createFanout(o: FanoutOptions) {
     if (!first) return c;
     let read = reads.get(c.roomSeq);
     if (!read) {
-      read = step('reading the room log at the position an inbox names', logIdAt(conn.jsm, c.roomSeq));
+      read = step('reading the room log at the position an inbox names', logEntryAt(conn.jsm, c.roomSeq));
       reads.set(c.roomSeq, read);
     }
     const held = await read;
-    if (held === null || held === c.messageId) return c;
+    if (held === null || (held && sameEntry(held, c.messageId, c.roomAt))) return c;
     log.warn(
       {
         inbox: key,
         lost: c.roomSeq,
         delivered: c.messageId,
-        heldNow: held ?? null,
+        heldNow: held?.id ?? null,
+        ...(held && held.id === c.messageId ? { storedAgainAt: new Date(held.at).toISOString() } : {}),
         from: first.m.seq,
       },
       'the room log no longer holds the last message delivered to this inbox (JetStream lost it and went on from an earlier position): delivering again from the first entry at or below it',
@@ -746,6 +791,7 @@ export function createFanout(o: FanoutOptions) {
     if (span && otelApi) injectContext(h, otelApi.trace.setSpan(parent ?? otelApi.ROOT_CONTEXT, span));
     else if (parent && !headerOf(h, headerNames.traceparent)) injectContext(h, parent);
     setHeader(h, headerNames.roomSeq, String(m.seq));
+    setHeader(h, headerNames.roomTime, String(roomTimeOf(m)));
     if (prevRoomSeq > 0) setHeader(h, headerNames.prevSeq, String(prevRoomSeq));
     if (rewound) setHeader(h, headerNames.rewound, String(rewound));
     // De-duplication by message, not position: nats-server 2.9.10 was seen (chaos test, after a
@@ -849,7 +895,14 @@ export function createFanout(o: FanoutOptions) {
           // Passed over, and the next entry is fenced on the same inbox entry (still naming the lost
           // position when there is one: the recipient has not been told yet).
           const messageId = messageIdOf(first.m);
-          c = { ...c, roomSeq: first.m.seq, ...(messageId ? { messageId } : {}) };
+          const { rewound } = c;
+          c = {
+            roomSeq: first.m.seq,
+            inboxSeq: c.inboxSeq,
+            ...(messageId ? { messageId } : {}),
+            roomAt: roomTimeOf(first.m),
+            ...(rewound ? { rewound } : {}),
+          };
           checked = c;
         } else {
           c = behind(c, fresh);
@@ -890,6 +943,7 @@ export function createFanout(o: FanoutOptions) {
         roomSeq: last.m.seq,
         inboxSeq: (acks.at(-1) ?? fenced).seq,
         ...(messageId ? { messageId } : {}),
+        roomAt: roomTimeOf(last.m),
       });
       return;
     }
