@@ -18,8 +18,8 @@ export const headerNames = {
   rewound: 'Parley-Rewound',
   /**
    * On a delivery: when the room log stored the entry (ms since the epoch, by its leader's clock).
-   * With `Parley-Room-Seq` it names the entry: a message sent again under its id after JetStream lost
-   * it can be stored at the position it held before, and only the time tells the two apart.
+   * With `Parley-Room-Seq` it names the entry: an entry written again under its message id after
+   * JetStream lost it can be stored at the position it held before, and only the time tells them apart.
    */
   roomTime: 'Parley-Room-Time',
   /** On a room-log entry: its kind, so the fan-out routes without parsing the body. */

@@ -256,7 +256,7 @@ describe('a room log that lost its last entries', () => {
     assert.ok(original, 'the sixth message is in the log');
 
     // The other copy, on a nats-server of its own: the log loses 4…6, then stores two new messages
-    // and the sixth again under its id (a send retried after the loss) — at the position it had.
+    // and the sixth again under its id (an entry written again after the loss, as the control service retries one) — at the position it had.
     const other = await startServer();
     const otherCopy = roomLogOf(other);
     try {

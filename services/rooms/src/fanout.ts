@@ -566,10 +566,11 @@ export function createFanout(o: FanoutOptions) {
 
   /**
    * Whether the room log no longer holds `point`: another message at its position, the same message
-   * stored there again (another time: a send retried under its id after the log lost it lands where
-   * it was before when as many entries came first — session 37's chaos run, where such a match made
-   * the worker take the three new messages before it for delivered ones), or the position past the
-   * log's end. Nothing there below the end was removed by retention or deleted, not lost. One read
+   * stored there again (another time: an entry written again under its message id after the log
+   * lost it — the control service retries a room's creation and membership entries under theirs —
+   * lands where it was when as many entries came first; session 37's chaos run had the worker take
+   * three new messages before such a match for delivered ones), or the position past the log's
+   * end. Nothing there below the end was removed by retention or deleted, not lost. One read
    * of the stream leader in the usual case; `logEnd` (a stream info, slow to answer for seconds
    * after a cluster restart) only when the position holds nothing.
    */
