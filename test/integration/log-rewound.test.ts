@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { type JetStreamClient, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import { encodeJson, headerNames, newId, type RoomMessage, streams } from '@parley/contracts';
-import { logIdAt } from '@parley/rooms/internal';
+import { logEntryAt } from '@parley/rooms/internal';
 import {
   connectService,
   senderAndReceiver,
@@ -93,9 +93,29 @@ async function storeMessage(
   return (await js.publish(subject, encodeJson(message), { msgID: message.id, headers: h })).seq;
 }
 
-/** The directory of the room log in a test server's store (nats-server: <store>/jetstream/<account>/streams). */
-const roomLogOf = (server: TestServer) =>
-  join(server.dir, 'n1', 'jetstream', 'jetstream', '$G', 'streams', streams.rooms);
+/**
+ * A copy of Parley's room log as it is now (its consumers left out), in the store of a nats-server
+ * of its own, stopped: `restart(0)` serves it. Parley's nats-server is restarted to copy its store.
+ */
+async function roomLogCopy(parley: TestParley): Promise<{ other: TestServer; dir: string }> {
+  const other = await startServer();
+  // nats-server keeps an account's streams under <store>/jetstream/<account>/streams.
+  const dir = join(other.dir, 'n1', 'jetstream', 'jetstream', '$G', 'streams', streams.rooms);
+  try {
+    await other.stopNode(0);
+    await parley.restartNats({
+      whileStopped: async () => {
+        const from = await streamDir(parley.home.paths.jetstream, streams.rooms);
+        assert.ok(from, `${streams.rooms} is in the store`);
+        await cp(from, dir, { recursive: true, filter: (path) => !path.includes('/obs') });
+      },
+    });
+    return { other, dir };
+  } catch (err) {
+    await other.stop();
+    throw err;
+  }
+}
 
 describe('a room log that lost its last entries', () => {
   let parley: TestParley;
@@ -166,15 +186,15 @@ describe('a room log that lost its last entries', () => {
       return got;
     };
     Object.defineProperty(racing, 'streams', { value: streamsApi });
-    const id = await logIdAt(racing, end + 1, logEnd);
+    const id = (await logEntryAt(racing, end + 1, logEnd))?.id;
     assert.equal(during?.roomSeq, end + 1, 'the message was stored at the position checked');
     assert.equal(id, during?.id, 'the check names the message stored there');
     await waitFor(() => handled.some((d) => d.message.id === during?.id), 'the message to be handled');
 
     // The other answers: a position past the log's end, and one whose entry was removed.
-    assert.equal(await logIdAt(jsm, end + 2, logEnd), undefined);
+    assert.equal(await logEntryAt(jsm, end + 2, logEnd), undefined);
     assert.ok(await jsm.streams.deleteMessage(streams.rooms, end + 1, false));
-    assert.equal(await logIdAt(jsm, end + 1, logEnd), null);
+    assert.equal(await logEntryAt(jsm, end + 1, logEnd), null);
   });
 
   it('entries its leader stored earlier, at positions delivered from another copy, reach the member', async () => {
@@ -188,20 +208,8 @@ describe('a room log that lost its last entries', () => {
 
     // The other copy: the log as it is now, on a nats-server of its own, where three messages the
     // member never gets are stored now — before the ones the member will get at the same positions.
-    const other = await startServer();
-    const otherCopy = roomLogOf(other);
+    const { other, dir: otherCopy } = await roomLogCopy(parley);
     try {
-      await other.stopNode(0);
-      await parley.restartNats({
-        whileStopped: async () => {
-          const dir = await streamDir(parley.home.paths.jetstream, streams.rooms);
-          assert.ok(dir);
-          await cp(dir, otherCopy, {
-            recursive: true,
-            filter: (path) => !path.includes('/obs'),
-          });
-        },
-      });
       await other.restart(0);
       const onOther = await other.connect();
       const js = jetstream(onOther);
@@ -256,18 +264,10 @@ describe('a room log that lost its last entries', () => {
     assert.ok(original, 'the sixth message is in the log');
 
     // The other copy, on a nats-server of its own: the log loses 4…6, then stores two new messages
-    // and the sixth again under its id (an entry written again after the loss, as the control service retries one) — at the position it had.
-    const other = await startServer();
-    const otherCopy = roomLogOf(other);
+    // and the sixth again under its id (an entry written again after the loss, as the control
+    // service retries one) — at the position it had.
+    const { other, dir: otherCopy } = await roomLogCopy(parley);
     try {
-      await other.stopNode(0);
-      await parley.restartNats({
-        whileStopped: async () => {
-          const dir = await streamDir(parley.home.paths.jetstream, streams.rooms);
-          assert.ok(dir);
-          await cp(dir, otherCopy, { recursive: true, filter: (path) => !path.includes('/obs') });
-        },
-      });
       assert.equal(await cutStream(join(other.dir, 'n1'), streams.rooms, keep), 1);
       await other.restart(0);
       const onOther = await other.connect();

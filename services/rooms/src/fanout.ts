@@ -169,29 +169,17 @@ const sameEntry = (held: LogEntry, id: string | undefined, at: number | undefine
 const messageIdOf = (m: JsMsg) => headerOf(m.headers, headerNames.messageId);
 
 /**
- * The id of the message the room log holds at `seq` (`''` when it has none), read from the stream
- * leader (a follower behind it could miss a position that is there): `null` when nothing is there
- * within the log (removed by retention, or deleted), `undefined` when the position is past the log's
- * end (lost, and not stored again yet). See {@link logEntryAt}.
+ * The message the room log holds at `seq` (its id, `''` when it has none) and when it was stored
+ * there (ms), read from the stream leader (a follower behind it could miss a position that is
+ * there): `null` when nothing is there within the log (removed by retention, or deleted),
+ * `undefined` when the position is past the log's end (lost, and not stored again yet). `logEnd`
+ * (the stream's info unless the caller knows the end) is read only after a miss, and the position
+ * is read again when the end is past it: the room goes on while its log is checked, and a message
+ * stored at the position between the two reads was taken for a removed entry (CI, log-rewound
+ * test: the first message stored at a lost position was passed over as delivered and never reached
+ * its member).
  */
-export async function logIdAt(
-  jsm: JetStreamManager,
-  seq: number,
-  logEnd?: () => Promise<number>,
-): Promise<string | null | undefined> {
-  const entry = await logEntryAt(jsm, seq, logEnd);
-  return entry === null ? null : entry?.id;
-}
-
-/**
- * The message the room log holds at `seq` and when it was stored there (ms), read from the stream
- * leader; `null` and `undefined` as in {@link logIdAt}. `logEnd` (the stream's info unless the
- * caller knows the end) is read only after a miss, and the position is read again when the end is
- * past it: the room goes on while its log is checked, and a message stored at the position between
- * the two reads was taken for a removed entry (CI, log-rewound test: the first message stored at a
- * lost position was passed over as delivered and never reached its member).
- */
-async function logEntryAt(
+export async function logEntryAt(
   jsm: JetStreamManager,
   seq: number,
   logEnd = async () => (await jsm.streams.info(streams.rooms)).state.last_seq,

@@ -4,7 +4,7 @@
  */
 
 export { CONSENT_CHECK_TRIES, createConsentGate } from './consent.js';
-export { logIdAt, partitionConsumer } from './fanout.js';
+export { logEntryAt, partitionConsumer } from './fanout.js';
 export { delegationGuard } from './guards/delegation.js';
 export { rateLimitGuard } from './guards/rate-limit.js';
 export { roomPausedGuard } from './guards/room-paused.js';
