@@ -1160,6 +1160,9 @@ export function createFanout(o: FanoutOptions) {
     // whether a batch is in hand, and why it must start over (set by `recheck`).
     let live: { lastDelivery: number; arrivals: number; busy: boolean; restart?: string } | undefined;
     let checking = false;
+    // Why a check was asked for while one ran: it runs again once that one is done (a check that
+    // began before nats-server restarted may have read the log before it came back with less).
+    let checkAgain: string | undefined;
     // A check that found the consumer holding entries while a batch was in hand, and nothing
     // arriving: made again once the batch is done (see `recheck`).
     let deferred: string | undefined;
@@ -1289,9 +1292,13 @@ export function createFanout(o: FanoutOptions) {
      * adds to the recovery. Checked twice, STALL_WATCH_MS apart with no push in between, so an entry
      * on its way is not taken for a stall.
      */
-    const recheck = async (why: string) => {
+    const recheck = async (why: string): Promise<void> => {
       const sub = live;
-      if (!sub || checking) return;
+      if (!sub) return;
+      if (checking) {
+        checkAgain = why;
+        return;
+      }
       checking = true;
       try {
         const probe = await probeOf(conn);
@@ -1331,15 +1338,25 @@ export function createFanout(o: FanoutOptions) {
           // The server came back with less of the log than it had delivered: starting over makes
           // the consumer again (see ensureConsumer) before, or after, new entries at positions it
           // counts as delivered pass it by.
-          if (
-            info &&
-            (await probe.streams
-              .info(streams.rooms)
-              .then((si) => logWentBack(probe, info, si.state.last_seq, acked))
-              .catch(() => false))
-          ) {
+          // A read that failed is tried again, not taken for a log that kept everything: right
+          // after a restart the stream's reads time out while the consumer's already answer.
+          const wentBack = info
+            ? await probe.streams
+                .info(streams.rooms)
+                .then((si) => logWentBack(probe, info, si.state.last_seq, acked))
+                .catch(() => undefined)
+            : false;
+          if (wentBack) {
             kick(sub, 'the room log went back under the partition consumer');
             return;
+          }
+          if (wentBack === undefined) {
+            if (Date.now() > until) {
+              plog.warn({ why, waitedMs: PROBE_FOR_MS }, 'room log not checked: JetStream did not answer');
+              return;
+            }
+            await new Promise((r) => setTimeout(r, 100));
+            continue;
           }
           reason = info === null ? 'partition consumer gone' : stallOf(info, sub.lastDelivery);
           if (!reason || queue.length > 0 || sub.arrivals !== arrivals) return;
@@ -1360,6 +1377,9 @@ export function createFanout(o: FanoutOptions) {
         }
       } finally {
         checking = false;
+        const again = checkAgain;
+        checkAgain = undefined;
+        if (again !== undefined && !stopped) void recheck(again);
       }
     };
 
