@@ -1306,6 +1306,15 @@ export function createFanout(o: FanoutOptions) {
         let reason: string | undefined;
         // Since when this check's reads have answered "temporarily unavailable", in a row.
         let leaderlessFrom: number | undefined;
+        /** After a read JetStream did not answer: true to read again, false (said) past the window. */
+        const readAgain = async (what: string) => {
+          if (Date.now() > until) {
+            plog.warn({ why, waitedMs: PROBE_FOR_MS }, `${what} not checked: JetStream did not answer`);
+            return false;
+          }
+          await new Promise((r) => setTimeout(r, 100));
+          return true;
+        };
         for (let look = 0; look < 2; ) {
           if (stopped || sub !== live || sub.restart) return;
           const arrivals = sub.arrivals;
@@ -1325,14 +1334,7 @@ export function createFanout(o: FanoutOptions) {
               kick(sub, LEADERLESS);
               return;
             }
-            if (Date.now() > until) {
-              plog.warn(
-                { why, waitedMs: PROBE_FOR_MS },
-                'partition consumer not checked: JetStream did not answer',
-              );
-              return;
-            }
-            await new Promise((r) => setTimeout(r, 100));
+            if (!(await readAgain('partition consumer'))) return;
             continue;
           }
           // The server came back with less of the log than it had delivered: starting over makes
@@ -1351,11 +1353,7 @@ export function createFanout(o: FanoutOptions) {
             return;
           }
           if (wentBack === undefined) {
-            if (Date.now() > until) {
-              plog.warn({ why, waitedMs: PROBE_FOR_MS }, 'room log not checked: JetStream did not answer');
-              return;
-            }
-            await new Promise((r) => setTimeout(r, 100));
+            if (!(await readAgain('room log'))) return;
             continue;
           }
           reason = info === null ? 'partition consumer gone' : stallOf(info, sub.lastDelivery);
